@@ -1,0 +1,161 @@
+"""Built-in task families, generated from a seed: `math` and `code`.
+
+Each family yields CONTRACT task records with a worked solution in `meta["solution"]` (what `sft` trains
+on). The held-out split is decided by a hash of the prompt, so train and held-out never share a prompt
+whatever the seed or the sizes asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable, Iterator
+from fractions import Fraction
+
+from data.records import Task
+
+HELDOUT_PERCENT = 20  # share of the prompt space reserved for held-out tasks
+
+
+def is_heldout(prompt: str) -> bool:
+    return int(hashlib.sha1(prompt.encode()).hexdigest()[:8], 16) % 100 < HELDOUT_PERCENT
+
+
+# ----------------------------------------------------------------------------------------------- math
+
+def _frac_latex(q: Fraction) -> str:
+    if q.denominator == 1:
+        return str(q.numerator)
+    sign = "-" if q < 0 else ""
+    return f"{sign}\\frac{{{abs(q.numerator)}}}{{{q.denominator}}}"
+
+
+def _frac_forms(q: Fraction, rng: random.Random) -> str:
+    """One of the forms a fraction answer may come back in: `3/4`, `0.75` or `\\frac{3}{4}`."""
+    forms = [_frac_latex(q), f"{q.numerator}/{q.denominator}" if q.denominator != 1 else str(q.numerator)]
+    den = q.denominator
+    while den % 2 == 0:
+        den //= 2
+    while den % 5 == 0:
+        den //= 5
+    if den == 1:  # terminating decimal
+        forms.append(format(float(q), "g"))
+    return rng.choice(forms)
+
+
+def math_addition(rng: random.Random) -> tuple[str, str, str]:
+    a, b = rng.randint(10, 99), rng.randint(10, 99)
+    return f"What is {a} + {b}?", str(a + b), f"{a} + {b} = {a + b}. \\boxed{{{a + b}}}"
+
+
+def math_multiplication(rng: random.Random) -> tuple[str, str, str]:
+    a, b = rng.randint(2, 9), rng.randint(11, 99)
+    tens, ones = b - b % 10, b % 10
+    work = f"{a} * {tens} = {a * tens}, {a} * {ones} = {a * ones}, sum {a * b}."
+    return f"What is {a} * {b}?", str(a * b), f"{work} \\boxed{{{a * b}}}"
+
+
+def math_fraction(rng: random.Random) -> tuple[str, str, str]:
+    p, q = Fraction(rng.randint(1, 7), rng.randint(2, 8)), Fraction(rng.randint(1, 7), rng.randint(2, 8))
+    total = p + q
+    answer = _frac_forms(total, rng)
+    work = f"{p} + {q} = {total}."
+    return f"Add the fractions {p} + {q}.", _frac_latex(total), f"{work} \\boxed{{{answer}}}"
+
+
+def math_linear(rng: random.Random) -> tuple[str, str, str]:
+    a, x, b = rng.randint(2, 9), rng.randint(-9, 9), rng.randint(1, 20)
+    c = a * x + b
+    work = f"{a}x = {c} - {b} = {c - b}, so x = {c - b}/{a} = {x}."
+    return f"Solve for x: {a}x + {b} = {c}.", str(x), f"{work} \\boxed{{{x}}}"
+
+
+MATH_KINDS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
+    "addition": math_addition,
+    "multiplication": math_multiplication,
+    "fraction": math_fraction,
+    "linear": math_linear,
+}
+
+# ----------------------------------------------------------------------------------------------- code
+
+FUNCTION_NAMES = ["f", "g", "h", "calc", "solve", "compute", "transform", "apply", "step", "value",
+                  "shift", "scale", "convert", "process", "update", "result", "answer", "helper", "op",
+                  "run", "get", "make", "fn", "check", "evaluate", "map_value", "adjust", "rule", "task",
+                  "work", "output", "change"]
+
+# description with {k}, argument name, body with {k}, the same body as a Python function of k, input maker
+CODE_KINDS: dict[str, tuple[str, str, str, Callable, Callable[[random.Random], object]]] = {
+    "add": ("returns x plus {k}", "x", "x + {k}", lambda k: lambda x: x + k, lambda r: r.randint(-50, 50)),
+    "subtract": ("returns x minus {k}", "x", "x - {k}", lambda k: lambda x: x - k, lambda r: r.randint(-50, 50)),
+    "multiply": ("returns x times {k}", "x", "x * {k}", lambda k: lambda x: x * k, lambda r: r.randint(-20, 20)),
+    "divisible": ("returns True if n is divisible by {k}, else False", "n", "n % {k} == 0",
+                  lambda k: lambda n: n % k == 0, lambda r: r.randint(0, 60)),
+    "square_plus": ("returns the square of x plus {k}", "x", "x * x + {k}", lambda k: lambda x: x * x + k,
+                    lambda r: r.randint(-9, 9)),
+    "sum_plus": ("returns the sum of the list xs plus {k}", "xs", "sum(xs) + {k}", lambda k: lambda xs: sum(xs) + k,
+                 lambda r: [r.randint(-9, 9) for _ in range(r.randint(1, 5))]),
+    "first_k": ("returns the first {k} characters of the string s", "s", "s[:{k}]", lambda k: lambda s: s[:k],
+                lambda r: "".join(r.choice("abcdefgh") for _ in range(r.randint(4, 12)))),
+    "repeat": ("returns the string s repeated {k} times", "s", "s * {k}", lambda k: lambda s: s * k,
+               lambda r: "".join(r.choice("xyz") for _ in range(r.randint(1, 3)))),
+}
+
+
+def code_task(rng: random.Random, kind: str) -> tuple[str, dict, str]:
+    description, arg, body, make_fn, make_input = CODE_KINDS[kind]
+    name, k = rng.choice(FUNCTION_NAMES), rng.randint(2, 9)
+    fn = make_fn(k)
+    inputs: list = []
+    for _ in range(20):  # three distinct inputs where the input space allows
+        value = make_input(rng)
+        if value not in inputs:
+            inputs.append(value)
+        if len(inputs) == 3:
+            break
+    prompt = f"Write a Python function {name}({arg}) that {description.format(k=k)}."
+    tests = [f"assert {name}({v!r}) == {fn(v)!r}" for v in inputs]
+    solution = f"```python\ndef {name}({arg}):\n    return {body.format(k=k)}\n```"
+    return prompt, {"tests": tests}, solution
+
+
+# ----------------------------------------------------------------------------------------------- split
+
+def generate(family: str, split: str, count: int, seed: int = 0) -> list[Task]:
+    """`count` distinct tasks of one family from one split ("train" or "heldout"), reproducible from `seed`."""
+    if split not in ("train", "heldout"):
+        raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+    want_heldout = split == "heldout"
+    rng = random.Random(f"{family}/{split}/{seed}")
+    kinds = list(MATH_KINDS if family == "math" else CODE_KINDS)
+    if family not in ("math", "code"):
+        raise ValueError(f"unknown task family {family!r}; built-in families: math, code")
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    attempts = 0
+    while len(tasks) < count:
+        attempts += 1
+        if attempts > 200 * count + 10_000:
+            raise ValueError(f"could only make {len(tasks)} distinct {family}/{split} tasks, {count} asked")
+        kind = kinds[attempts % len(kinds)]  # a kind whose prompts run out only wastes attempts
+        if family == "math":
+            prompt, reference, solution = MATH_KINDS[kind](rng)
+            verifier = "math"
+        else:
+            prompt, reference, solution = code_task(rng, kind)
+            verifier = "code"
+        if prompt in seen or is_heldout(prompt) != want_heldout:
+            continue
+        seen.add(prompt)
+        meta = {"source": "synthetic", "family": family, "kind": kind, "split": split, "solution": solution}
+        tasks.append(Task(f"{family}/{split}/{len(tasks)}", prompt, verifier, reference, meta))
+    return tasks
+
+
+def corpus(seed: int = 0) -> Iterator[str]:
+    """Text the built-in tokenizer is trained on: prompts and solutions of both families."""
+    for family in ("math", "code"):
+        for split, count in (("train", 500), ("heldout", 100)):
+            for task in generate(family, split, count, seed):
+                yield task.prompt
+                yield task.meta["solution"]

@@ -1,0 +1,139 @@
+"""Sampling completions: one interface, a Hugging Face backend here and a vLLM one where a GPU has it.
+
+`generate(prompts, n, params)` returns, for each prompt, n `Sample`s with the response's token ids, its
+text, the per-token log-probs under the sampling distribution (logits / temperature) and why it stopped.
+
+The Hugging Face backend is a plain KV-cache loop: each prompt is encoded once and its cache repeated n
+times, rows that have ended are dropped from the batch, and sampling uses one explicitly seeded
+`torch.Generator` per call, so a (seed, prompts) pair always gives the same samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from transformers import DynamicCache
+
+from reasoner.modeling import render_prompt
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class Sample:
+    token_ids: list[int]  # the response, ending with the end-of-sequence token when it stopped by itself
+    text: str  # the response decoded, without the end-of-sequence token
+    logprobs: list[float]  # log-prob of each response token under the sampling distribution
+    finish_reason: str  # "stop" (end of sequence) or "length" (hit max_new_tokens)
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+
+class Generator(Protocol):
+    def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]: ...
+
+    def load_weights(self, model: torch.nn.Module) -> None: ...
+
+
+def sample_tokens(logits: torch.Tensor, params: SamplingParams, rng: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row; return (token ids [B], their log-probs [B]) under the sampled distribution."""
+    logprobs = torch.log_softmax(logits.float() / max(params.temperature, 1e-5), dim=-1)  # [B, V]
+    if params.temperature <= 1e-5:
+        tokens = logprobs.argmax(-1)
+    else:
+        probs = logprobs.exp()
+        if params.top_p < 1.0:
+            sorted_probs, order = probs.sort(-1, descending=True)
+            outside = sorted_probs.cumsum(-1) - sorted_probs > params.top_p  # keep the smallest set reaching top_p
+            sorted_probs = sorted_probs.masked_fill(outside, 0.0)
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+        tokens = torch.multinomial(probs, 1, generator=rng).squeeze(-1)
+    return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+class HFGenerator:
+    """Batched sampling with a KV cache on a Hugging Face causal LM."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer, batch_size: int = 256):
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+
+    def load_weights(self, model: torch.nn.Module) -> None:
+        self.model = model  # the policy itself: nothing to copy
+
+    def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
+        rng = torch.Generator().manual_seed(params.seed)
+        texts = [render_prompt(self.tokenizer, p) for p in prompts]
+        per_chunk = max(1, self.batch_size // n)
+        results: list[list[Sample]] = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for start in range(0, len(texts), per_chunk):
+                results.extend(self._generate_chunk(texts[start:start + per_chunk], n, params, rng))
+        finally:
+            self.model.train(was_training)
+        return results
+
+    @torch.inference_mode()
+    def _generate_chunk(self, texts: list[str], n: int, params: SamplingParams, rng: torch.Generator):
+        device = next(self.model.parameters()).device
+        eos = self.tokenizer.eos_token_id
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        attention = enc.attention_mask  # [P, L]
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        logits = self.model(input_ids=enc.input_ids, attention_mask=attention, position_ids=positions,
+                            past_key_values=cache, use_cache=True).logits[:, -1]  # [P, V]
+        # Encode each prompt once, then give every one of its n samples a copy of its cache.
+        cache.batch_repeat_interleave(n)
+        logits = logits.repeat_interleave(n, 0)  # [B, V], B = P * n
+        attention = attention.repeat_interleave(n, 0)
+        next_position = positions[:, -1:].repeat_interleave(n, 0) + 1  # [B, 1]
+        rows = torch.arange(len(texts) * n, device=device)  # which sample each live row belongs to
+        tokens: list[list[int]] = [[] for _ in range(len(texts) * n)]
+        logps: list[list[float]] = [[] for _ in range(len(texts) * n)]
+        stopped = [False] * (len(texts) * n)
+        for step in range(params.max_new_tokens):
+            new, new_logp = sample_tokens(logits, params, rng)
+            for row, tok, lp in zip(rows.tolist(), new.tolist(), new_logp.tolist()):
+                tokens[row].append(tok)
+                logps[row].append(lp)
+                stopped[row] = tok == eos
+            live = new != eos
+            if not live.any() or step == params.max_new_tokens - 1:
+                break
+            if not live.all():  # drop ended rows so the rest of the loop costs only what is still running
+                keep = live.nonzero().squeeze(-1)
+                cache.batch_select_indices(keep)
+                rows, new, attention, next_position = rows[keep], new[keep], attention[keep], next_position[keep]
+            attention = torch.cat([attention, attention.new_ones(len(rows), 1)], dim=-1)
+            logits = self.model(input_ids=new[:, None], attention_mask=attention, position_ids=next_position,
+                                past_key_values=cache, use_cache=True).logits[:, -1]
+            next_position = next_position + 1
+        samples = []
+        for row in range(len(texts) * n):
+            ids = tokens[row]
+            text = self.tokenizer.decode(ids[:-1] if stopped[row] else ids, skip_special_tokens=True)
+            samples.append(Sample(ids, text, logps[row], "stop" if stopped[row] else "length"))
+        return [samples[i * n:(i + 1) * n] for i in range(len(texts))]
+
+
+def make_generator(backend: str, model: torch.nn.Module, tokenizer, **kwargs) -> Generator:
+    """The generation backend by name; vLLM is imported only when chosen."""
+    if backend == "hf":
+        return HFGenerator(model, tokenizer, **kwargs)
+    if backend == "vllm":
+        from reasoner.vllm_backend import VLLMGenerator
+
+        return VLLMGenerator(model, tokenizer, **kwargs)
+    raise ValueError(f"unknown generation backend {backend!r}; choose 'hf' or 'vllm'")

@@ -1,0 +1,91 @@
+"""Run untrusted, model-written Python programs and unit tests, isolated, at high throughput.
+
+    from sandbox import run_python
+    result = run_python(source, stdin="", timeout_s=5.0, memory_mb=512)
+    result.status          # "ok" | "error" | "timeout" | "memory" | "killed"
+    result.exit_code, result.stdout, result.stderr, result.duration_s
+
+Threat model
+------------
+The program is hostile: an RL policy rewarded for passing tests will find any hole that pays. We assume
+it may run arbitrary Python, including `ctypes`, and may try to (1) hurt or read the host: exhaust CPU,
+memory, processes, threads, disk or output; read files, the environment or the network; kill or outlive
+its parent; or (2) fake a pass: exit with status 0 before the tests run (`sys.exit`, `os._exit`,
+`atexit`, exception hooks, trace functions, signal handlers), print what a harness looks for, redefine
+`check`, or return objects whose `__eq__` always says yes.
+
+Against (1), each program runs in its own process, forked from a warm zygote worker that was started once
+under bubblewrap (Debian package `bubblewrap`) with new user, pid, network, mount, ipc and uts
+namespaces and a cleared environment; its filesystem shows only read-only /usr, /lib* and the Python
+installation. For each program the runner adds a nested user, mount, pid and ipc namespace: the program
+is pid 1 there, gets fresh size-capped tmpfs mounts as its working directory, /tmp and /proc, drops every
+capability, and has limits on CPU time, address space, file size, open files and core dumps. A wall
+clock kills its pid namespace, which takes every process it started with it; stdout and stderr are capped.
+There is no network interface but an unconfigured loopback of its own.
+
+Against (2), test code never runs in the program's interpreter. The runner, a separate trusted process,
+executes the tests and calls the program's functions through a pipe; what comes back is decoded as plain
+data (numbers, strings, containers), never unpickled, so no object of the program's making ever reaches a
+comparison. A test passes only when the runner itself finished it; the program's exit status and output
+count for nothing in a unit-test job.
+
+Not defended: kernel exploits (namespaces are not a VM), side channels, and CPU contention with other
+jobs. Where user namespaces or bubblewrap are unavailable the sandbox still runs programs with the
+resource limits, a process-group kill and a subreaper that reaps escaped daemons, but without filesystem,
+network or process isolation; it says so in a `RuntimeWarning` and in every result's `isolation` and
+`warning` fields.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from sandbox.pool import Sandbox
+
+__all__ = ["RunResult", "Sandbox", "run_python", "default_sandbox", "job"]
+
+DEFAULT_LIMITS = {"disk_mb": 64, "file_mb": 16, "nproc": 64, "output_limit": 1 << 20}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How one program ended."""
+
+    status: str  # "ok" | "error" | "timeout" | "memory" | "killed"
+    exit_code: int | None  # negative: killed by that signal
+    stdout: str
+    stderr: str
+    duration_s: float
+    reason: str = ""  # "exited 1", "timeout", "output limit", "killed by SIGSEGV", ...
+    isolation: str = "namespaces"  # or "limits only" where namespaces are unavailable
+    warning: str | None = None  # set whenever isolation is weaker than namespaces
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunResult":
+        return cls(d["status"], d.get("exit_code"), d.get("stdout", ""), d.get("stderr", ""),
+                   float(d.get("duration_s") or 0.0), d.get("reason") or "", d.get("isolation", ""),
+                   d.get("warning"))
+
+
+def job(kind: str, timeout_s: float = 5.0, memory_mb: int = 512, **fields) -> dict:
+    """A job description for `Sandbox.run`/`Sandbox.map`: kind "run" (source, stdin) or "tests"."""
+    return {"kind": kind, "timeout_s": float(timeout_s), "memory_mb": int(memory_mb), **DEFAULT_LIMITS, **fields}
+
+
+_default: Sandbox | None = None
+_default_lock = threading.Lock()
+
+
+def default_sandbox() -> Sandbox:
+    """The process-wide pool of workers, started on first use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Sandbox()
+        return _default
+
+
+def run_python(source: str, stdin: str = "", timeout_s: float = 5.0, memory_mb: int = 512) -> RunResult:
+    """Run `source` as a Python program with `stdin`; never raises on anything the program does."""
+    return RunResult.from_dict(default_sandbox().run(job("run", timeout_s, memory_mb, source=source, stdin=stdin)))

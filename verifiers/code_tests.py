@@ -1,0 +1,158 @@
+"""The `code` verifier: run the program taken from a response against unit tests in the sandbox.
+
+References (see CONTRACT.md):
+    {"tests": ["assert f(1) == 2", ...], "setup": "optional"}             MBPP style, one test per assert
+    {"test": "def check(candidate): ...", "entry_point": "f",
+     "prompt_prefix": "optional"}                                          HumanEval style, one test: check(f)
+    {"stdio": [{"input": "1 2\\n", "output": "3\\n"}, ...]}                 one test per input
+
+The reward is 1.0 exactly when every test passed; `partial_credit` is the separate shaping step that gives
+the fraction of tests passed. Tests run in a trusted process apart from the program (see `sandbox`), so a
+program cannot pass by exiting early, printing a fake result or returning objects that equal anything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from sandbox import Sandbox, default_sandbox, job
+from verifiers.base import Verdict, Verifier, register
+
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*```", re.S | re.M)
+_PYTHON_TAGS = {"python", "py", "python3", "py3"}
+
+
+def extract_program(response: str) -> str | None:
+    """The last fenced ```python block, else the last fenced block, else the whole response."""
+    if not response or not response.strip():
+        return None
+    blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(response)]
+    python = [body for tag, body in blocks if tag in _PYTHON_TAGS]
+    if python:
+        return python[-1]
+    if blocks:
+        return blocks[-1][1]
+    return response
+
+
+def _defines(program: str, name: str) -> bool:
+    return re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", program, re.M) is not None
+
+
+def _normalize_output(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n")).rstrip()
+
+
+def partial_credit(verdict: Verdict) -> float:
+    """Shaping: the fraction of tests passed (0.0 when none ran). Separate from the verifier's reward."""
+    tests = verdict.details.get("tests") or []
+    return sum(t["passed"] for t in tests) / len(tests) if tests else 0.0
+
+
+@register("code")
+class CodeVerifier(Verifier):
+    """Unit tests for model-written Python, run in the sandbox. `verify_batch` keeps every worker busy."""
+
+    def __init__(self, timeout_s: float = 5.0, memory_mb: int = 512, sandbox: Sandbox | None = None):
+        self.timeout_s, self.memory_mb = timeout_s, memory_mb
+        self._sandbox = sandbox
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._sandbox or default_sandbox()
+
+    def verify(self, response: str, reference: Any) -> Verdict:
+        return self.verify_batch([(response, reference)])[0]
+
+    def verify_batch(self, pairs: Iterable[tuple[str, Any]], workers: int | None = None) -> list[Verdict]:
+        """Verdicts in input order; all programs of the batch share the sandbox's warm workers."""
+        plans = [self._plan(response, reference) for response, reference in pairs]
+        jobs = [j for plan in plans if not isinstance(plan, Verdict) for j in plan[1]]
+        results = iter(self.sandbox.map(jobs))
+        verdicts = []
+        for plan in plans:
+            if isinstance(plan, Verdict):
+                verdicts.append(plan)
+                continue
+            program, plan_jobs, reference = plan
+            verdicts.append(self._judge(program, reference, [next(results) for _ in plan_jobs]))
+        return verdicts
+
+    # -- one response -------------------------------------------------------------------------------------
+
+    def _plan(self, response: Any, reference: Any):
+        """(program, jobs, reference), or a Verdict when there is nothing to run."""
+        program = extract_program(response) if isinstance(response, str) else None
+        if program is None:
+            return Verdict(False, 0.0, "no program in response", None, {"tests": []})
+        if isinstance(reference, str):
+            import json
+
+            try:
+                reference = json.loads(reference)
+            except ValueError:
+                return Verdict(False, 0.0, "bad reference: not a JSON object", program)
+        if not isinstance(reference, dict):
+            return Verdict(False, 0.0, "bad reference: not an object", program)
+        limits = {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb}
+        if "stdio" in reference:
+            cases = reference["stdio"]
+            jobs = [job("run", source=program, stdin=str(c.get("input", "")), **limits) for c in cases]
+            return program, jobs, reference
+        if "test" in reference and "entry_point" in reference:
+            entry = reference["entry_point"]
+            source = program
+            if reference.get("prompt_prefix") and not _defines(program, entry):
+                source = reference["prompt_prefix"] + program
+            return program, [job("tests", source=source, check=reference["test"], entry_point=entry, **limits)], reference
+        if "tests" in reference:
+            tests = [str(t) for t in reference["tests"]]
+            return program, [job("tests", source=program, setup=reference.get("setup") or "", tests=tests, **limits)], reference
+        return Verdict(False, 0.0, "bad reference: needs tests, test+entry_point or stdio", program)
+
+    def _judge(self, program: str, reference: dict, results: list[dict]) -> Verdict:
+        base = {"isolation": results[0].get("isolation") if results else None}
+        if "stdio" in reference:
+            return self._judge_stdio(program, reference["stdio"], results, base)
+        result = results[0]
+        tests = result.get("tests") or []
+        details = {**base, "tests": tests, "status": result["status"], "stderr": result.get("stderr", "")[-2000:]}
+        load_error = result.get("load_error")
+        n = len(tests)
+        passed = sum(t["passed"] for t in tests)
+        if load_error and load_error.startswith("SyntaxError"):
+            return Verdict(False, 0.0, f"syntax error: {load_error[len('SyntaxError: '):][:120]}", program, details)
+        if result["status"] == "timeout" and passed < n:
+            return Verdict(False, 0.0, f"timeout (passed {passed}/{n} tests)", program, details)
+        if result["status"] == "memory" and passed < n:
+            return Verdict(False, 0.0, f"memory limit (passed {passed}/{n} tests)", program, details)
+        if load_error:
+            return Verdict(False, 0.0, f"program failed to load: {load_error[:120]}", program, details)
+        if n and passed == n and result.get("completed"):
+            return Verdict(True, 1.0, f"passed {n}/{n} tests", program, details)
+        first = next((i for i, t in enumerate(tests) if not t["passed"]), None)
+        if first is None:
+            return Verdict(False, 0.0, f"tests did not complete ({result.get('reason') or result['status']})", program, details)
+        error = (tests[first].get("error") or "failed").split(":")[0]
+        return Verdict(False, 0.0, f"failed: {error} in test {first + 1} (passed {passed}/{n})", program, details)
+
+    def _judge_stdio(self, program: str, cases: list, results: list[dict], base: dict) -> Verdict:
+        tests = []
+        for case, r in zip(cases, results):
+            ok = r["status"] == "ok" and _normalize_output(r["stdout"]) == _normalize_output(str(case.get("output", "")))
+            error = None if ok else ("wrong output" if r["status"] == "ok" else r.get("reason") or r["status"])
+            tests.append({"passed": ok, "error": error, "status": r["status"]})
+        details = {**base, "tests": tests}
+        n, passed = len(tests), sum(t["passed"] for t in tests)
+        if n == 0:
+            return Verdict(False, 0.0, "bad reference: no stdio cases", program, details)
+        if passed == n:
+            return Verdict(True, 1.0, f"passed {n}/{n} tests", program, details)
+        first = next(i for i, t in enumerate(tests) if not t["passed"])
+        if tests[first]["status"] == "timeout":
+            return Verdict(False, 0.0, f"timeout in test {first + 1} (passed {passed}/{n})", program, details)
+        if "SyntaxError" in results[first].get("stderr", "")[-500:]:
+            return Verdict(False, 0.0, "syntax error", program, details)
+        return Verdict(False, 0.0, f"failed: {tests[first]['error']} in test {first + 1} (passed {passed}/{n})", program, details)

@@ -1,0 +1,114 @@
+"""The two halves of a comparison: a fast path that runs in the caller's process, and the sympy path
+that runs in a killable worker.
+
+The fast path decides what needs no computer algebra: identical canonical strings, multiple-choice
+letters, word answers, numbers in a base (`2516_8`), and plain arithmetic on exact rationals. Its cost
+is bounded by construction (short strings, linear scans, size-capped integers), so it is safe to run
+without a time limit. Everything else returns None there and goes to `judge_with_sympy` in a worker,
+whose time the caller bounds by killing it.
+
+Both return `(correct, detail)`; the verifier turns them into the verdict's reason.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from functools import lru_cache
+
+from verifiers.math_normalise import Answer
+from verifiers.math_numbers import format_rational, parse_rational
+
+_BASE_NUMBER = re.compile(r"([0-9A-Za-z]+)_\{?(\d+)\}?")
+
+
+def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
+    """A decision without sympy, or None when the pair needs the sympy path."""
+    if answer.key and answer.key == reference.key:
+        return True, "same after normalisation"
+    if reference.choice:
+        return answer.choice == reference.choice, "choice letter"
+    if reference.is_text:
+        return _words(answer.text) == _words(reference.text), "text answer"
+    base = _BASE_NUMBER.fullmatch(reference.key)
+    if base:
+        other = _BASE_NUMBER.fullmatch(answer.key)
+        digits, radix = (other.group(1), other.group(2)) if other else (answer.key, base.group(2))
+        return (digits.lower(), radix) == (base.group(1).lower(), base.group(2)), f"number in base {base.group(2)}"
+    a, r = parse_rational(answer.text), parse_rational(reference.text)
+    if a is not None and r is not None:
+        for scaled in _percent_readings(a, answer, reference):
+            if scaled == r:
+                return True, f"{format_rational(a)} == {format_rational(r)}"
+        return False, f"{format_rational(a)} != {format_rational(r)}"
+    return None
+
+
+def _words(s: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", s.lower()).strip()
+
+
+def _percent_readings(value: Fraction, answer: Answer, reference: Answer) -> list[Fraction]:
+    """The answer's value, and also its reading with a percent sign added or removed when either
+    side wrote one: `25%` against `0.25`, and `0.25` against `25\\%`."""
+    readings = [value]
+    if answer.percent and not reference.percent:
+        readings.append(value / 100)
+    if reference.percent and not answer.percent:
+        readings.append(value * 100)
+    return readings
+
+
+@lru_cache(maxsize=2048)
+def _parse_reference(text: str):
+    """References repeat across samples of one prompt: parse each once per worker."""
+    from verifiers.math_parse import parse_answer
+
+    return parse_answer(text)
+
+
+def judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
+    """The full comparison with sympy; may be slow, so it runs where it can be killed."""
+    import sympy
+
+    from verifiers.math_equiv import close_to_written_precision, equal_values
+    from verifiers.math_parse import ParseError, TooLarge, parse_answer
+
+    try:
+        ref_value = _parse_reference(reference.text)
+    except TooLarge:
+        return False, "reference too large to evaluate"
+    except (ParseError, RecursionError, ValueError, TypeError) as exc:
+        return False, f"reference unreadable ({type(exc).__name__})"
+    try:
+        value = parse_answer(answer.text)
+    except TooLarge:
+        return False, "too large to evaluate"
+    except (ParseError, RecursionError, ValueError, TypeError, SyntaxError):
+        return False, "could not parse the extracted answer"
+
+    for candidate in _readings(value, answer, reference, ref_value):
+        if equal_values(candidate, ref_value):
+            return True, "equal by value"
+    if isinstance(ref_value, sympy.Expr) and close_to_written_precision(answer.text, ref_value):
+        return True, "equal to the precision written"
+    if isinstance(value, sympy.Expr) and close_to_written_precision(reference.text, value):
+        return True, "equal to the precision written"
+    return False, "different values"
+
+
+def _readings(value, answer: Answer, reference: Answer, ref_value) -> list:
+    """The answer's value, plus its readings as a percentage or in degrees when a sign was dropped."""
+    import sympy
+
+    readings = [value]
+    if isinstance(value, sympy.Expr):
+        if answer.percent and not reference.percent:
+            readings.append(value / 100)
+        if reference.percent and not answer.percent:
+            readings.append(value * 100)
+        if answer.degrees and not reference.degrees and isinstance(ref_value, sympy.Expr) and ref_value.has(sympy.pi):
+            readings.append(value * sympy.pi / 180)
+        if reference.degrees and not answer.degrees and value.has(sympy.pi):
+            readings.append(value * 180 / sympy.pi)
+    return readings

@@ -1,0 +1,391 @@
+"""Reading a normalised answer into a value that can be compared: a sympy expression, or a structure
+of them (set, tuple, interval, union, matrix, equation or inequality).
+
+Structures are split off by hand first, at top level only, because what a bracket means is a question
+of answer conventions (`(1,2]` is an interval, `(1,2)` a point or an interval, `3, 5, 7` a list of
+solutions) that general LaTeX parsers answer differently from graders. Each piece is then parsed:
+
+- the common LaTeX subset (fractions, roots, powers, pi, trig and logs) is rewritten to plain text and
+  read with sympy's own parser under a token whitelist, which is the fast path (about 0.5 ms);
+- any other LaTeX goes to `latex2sympy2_extended`, the maintained parser math-verify uses.
+
+Nothing is ever passed to `eval` by this module, and every token reaching sympy's parser is checked
+against a whitelist, so a response cannot name Python objects. Parsing never evaluates: expressions
+are built unevaluated, checked for sizes that would make evaluation run for ever (`9^{9^{9^9}}`,
+`100000!`), and only then evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import sympy
+from sympy.parsing.sympy_parser import (
+    convert_xor,
+    implicit_multiplication_application,
+    parse_expr,
+    rationalize,
+    standard_transformations,
+)
+
+# `rationalize` reads decimals as exact rationals (0.1 is 1/10), so written decimals compare exactly.
+_TRANSFORMATIONS = standard_transformations + (implicit_multiplication_application, convert_xor, rationalize)
+_FUNCTIONS = {
+    "sqrt": sympy.sqrt, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot,
+    "sec": sympy.sec, "csc": sympy.csc, "asin": sympy.asin, "acos": sympy.acos, "atan": sympy.atan,
+    "sinh": sympy.sinh, "cosh": sympy.cosh, "tanh": sympy.tanh, "log": sympy.log, "ln": sympy.log,
+    "exp": sympy.exp, "Abs": sympy.Abs, "binomial": sympy.binomial,
+    # unevaluated, so that check_size can refuse 10000000! before anything computes it
+    "factorial": lambda n: sympy.factorial(n, evaluate=False),
+    "root": sympy.root, "floor": sympy.floor, "ceiling": sympy.ceiling,
+}
+_CONSTANTS = {"pi": sympy.pi, "E": sympy.E, "e": sympy.E, "I": sympy.I, "i": sympy.I, "oo": sympy.oo}
+# The only names the code sympy's parser generates may use (plus the whitelisted local names).
+_PARSER_GLOBALS = {name: getattr(sympy, name) for name in
+                   ("Integer", "Float", "Rational", "Symbol", "Function", "Add", "Mul", "Pow", "factorial")}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_SAFE_CHARS = re.compile(r"[A-Za-z0-9_+\-*/^().!\s]*")
+_MAX_PARSE_CHARS = 50_000
+
+_LATEX_SIMPLE = {
+    r"\pi": " pi ", r"\infty": " oo ", r"\cdot": "*", r"\times": "*", r"\ast": "*", r"\div": "/",
+    r"\ln": " ln ", r"\log": " log ", r"\exp": " exp ", r"\sin": " sin ", r"\cos": " cos ",
+    r"\tan": " tan ", r"\cot": " cot ", r"\sec": " sec ", r"\csc": " csc ", r"\arcsin": " asin ",
+    r"\arccos": " acos ", r"\arctan": " atan ", r"\sinh": " sinh ", r"\cosh": " cosh ", r"\tanh": " tanh ",
+    r"\theta": " theta ", r"\alpha": " alpha ", r"\beta": " beta ", r"\gamma": " gamma_ ", r"\lambda": " lamda ",
+    r"\mu": " mu ", r"\phi": " phi ", r"\omega": " omega ", r"\sigma": " sigma ", r"\tau": " tau ",
+}
+_GREEK = {"theta", "alpha", "beta", "gamma_", "lamda", "mu", "phi", "omega", "sigma", "tau"}
+_RELATIONS = (("\\leq", "<="), ("\\geq", ">="), ("\\le", "<="), ("\\ge", ">="), ("\\neq", "!="), ("\\ne", "!="),
+              ("<=", "<="), (">=", ">="), ("≤", "<="), ("≥", ">="), ("=", "=="), ("<", "<"), (">", ">"))
+
+
+class ParseError(ValueError):
+    """The answer could not be read as mathematics (it may still be compared as text)."""
+
+
+class TooLarge(ValueError):
+    """Evaluating the answer would take unbounded time or memory (a tower of powers, a huge factorial)."""
+
+
+@dataclass(frozen=True)
+class Items:
+    """A bracketed or bare list: kind is "set" (order-free, `\\{1,2\\}`), "list" (order-free, `3, 5, 7`
+    and `1 \\pm \\sqrt{2}`) or "tuple" (ordered, `(1,2,3)`); a two-element "tuple" written with
+    parentheses may also be an open interval."""
+
+    kind: str
+    elements: tuple
+
+
+@dataclass(frozen=True)
+class IntervalValue:
+    left_open: bool
+    lo: object
+    hi: object
+    right_open: bool
+
+
+@dataclass(frozen=True)
+class UnionValue:
+    parts: tuple
+
+
+@dataclass(frozen=True)
+class MatrixValue:
+    rows: tuple  # tuple of tuples of values
+
+
+@dataclass(frozen=True)
+class Relation:
+    op: str  # "==", "<", "<=", ">", ">=", "!="
+    lhs: object
+    rhs: object
+
+
+def split_top_level(s: str, separators: tuple[str, ...]) -> list[str]:
+    """Split `s` at separators that are outside every (), [], {} and `\\{ \\}` pair."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        if s.startswith("\\{", i) or s.startswith("\\left", i):
+            depth += 1 if s.startswith("\\{", i) else 0
+            i += 2
+            continue
+        if s.startswith("\\}", i):
+            depth -= 1
+            i += 2
+            continue
+        c = s[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0:
+            for sep in separators:
+                if s.startswith(sep, i) and not (sep[-1].isalpha() and s[i + len(sep) : i + len(sep) + 1].isalpha()):
+                    parts.append(s[start:i])
+                    start = i + len(sep)
+                    i = start - 1
+                    break
+        i += 1
+    parts.append(s[start:])
+    return [p.strip() for p in parts]
+
+
+def _balanced(s: str) -> bool:
+    depth = 0
+    for c in s:
+        depth += (c in "([{") - (c in ")]}")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def parse_answer(s: str):
+    """The value of a normalised answer string. Raises ParseError or TooLarge."""
+    s = s.strip()
+    if not s:
+        raise ParseError("empty answer")
+    if len(s) > _MAX_PARSE_CHARS * 20:
+        raise TooLarge(f"answer of {len(s)} characters")
+
+    matrix = re.fullmatch(r"\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}", s, re.DOTALL)
+    if matrix:
+        rows = [r for r in re.split(r"\\\\", matrix.group(2)) if r.strip()]
+        return MatrixValue(tuple(tuple(parse_answer(c) for c in r.split("&")) for r in rows))
+
+    union = split_top_level(s, ("\\cup", "∪"))
+    if len(union) > 1:
+        return UnionValue(tuple(parse_answer(p) for p in union))
+
+    for symbol, op in _RELATIONS:
+        parts = split_top_level(s, (symbol,))
+        if len(parts) == 2 and parts[0] and parts[1]:
+            return Relation(op, parse_answer(parts[0]), parse_answer(parts[1]))
+        if len(parts) > 2 and op != "==":
+            break  # chains like 1 < x < 3 are left to the expression parser (and usually fail)
+
+    if s.startswith("\\{") and s.endswith("\\}"):
+        inner = s[2:-2].strip()
+        return Items("set", _elements(split_top_level(inner, (",", ";"))) if inner else ())
+
+    if len(s) >= 2 and s[0] in "([" and s[-1] in ")]" and _balanced(s[1:-1]):
+        parts = split_top_level(s[1:-1], (",",))
+        if len(parts) >= 2:
+            values = tuple(parse_answer(p) for p in parts)
+            if len(values) == 2 and not (s[0] == "(" and s[-1] == ")"):
+                return IntervalValue(s[0] == "(", values[0], values[1], s[-1] == ")")
+            return Items("tuple", values)
+
+    parts = split_top_level(s, (",", ";", "\\text{ and }", " and ", " or "))
+    if len(parts) > 1 and all(parts):
+        return Items("list", _elements(parts))
+
+    pm = split_top_level(s, ("\\pm", "±"))
+    if len(pm) == 2 and pm[1]:
+        base = parse_expression(pm[0]) if pm[0] else sympy.Integer(0)
+        delta = parse_expression(pm[1])
+        return Items("list", (base + delta, base - delta))
+
+    return parse_expression(s)
+
+
+def _elements(parts: list[str]) -> tuple:
+    """Parsed list elements, with `a \\pm b` contributing both of its values."""
+    out = []
+    for p in parts:
+        value = parse_answer(p)
+        out.extend(value.elements if isinstance(value, Items) and value.kind == "list" else (value,))
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def parse_expression(s: str) -> sympy.Expr:
+    """A sympy expression for one LaTeX or plain-text expression, size-checked and then evaluated."""
+    s = s.strip()
+    if not s:
+        raise ParseError("empty expression")
+    if len(s) > _MAX_PARSE_CHARS:
+        raise TooLarge(f"expression of {len(s)} characters")
+    plain = latex_to_plain(s)
+    if plain is not None:
+        expr = _parse_plain(plain)
+    else:
+        expr = _parse_latex(s)
+    check_size(expr)
+    return evaluate(expr)
+
+
+def latex_to_plain(s: str) -> str | None:
+    """Plain-text form of the LaTeX subset sympy's parser can read, or None if `s` uses more."""
+    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    for _ in range(100):  # innermost \frac / \sqrt first, so their arguments are already plain
+        m = re.search(r"\\frac\s*(\{[^{}]*\}|\d)\s*(\{[^{}]*\}|\d|[A-Za-z])", s)
+        if m:
+            s = s[: m.start()] + f"(({_arg(m.group(1))})/({_arg(m.group(2))}))" + s[m.end() :]
+            continue
+        m = re.search(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*\{([^{}]*)\}", s)
+        if m:
+            s = s[: m.start()] + f"root({m.group(2)},{m.group(1)})" + s[m.end() :]
+            continue
+        m = re.search(r"\\sqrt\s*(\{[^{}]*\}|\d|[A-Za-z])", s)
+        if m:
+            s = s[: m.start()] + f"sqrt({_arg(m.group(1))})" + s[m.end() :]
+            continue
+        m = re.search(r"\^\s*\{([^{}]*)\}", s)
+        if m:
+            s = s[: m.start()] + f"^({m.group(1)})" + s[m.end() :]
+            continue
+        break
+    for latex, plain in _LATEX_SIMPLE.items():
+        if latex in s:
+            s = re.sub(re.escape(latex) + r"(?![A-Za-z])", plain, s)
+    s = s.replace("{", "(").replace("}", ")")
+    if "\\" in s or "[" in s or not _SAFE_CHARS.fullmatch(s):
+        return None
+    s = re.sub(r"_\(?(\w+)\)?", r"_\1", s)  # a_{1} -> a_1, one symbol
+    s = re.sub(r"(?<![\w.])(\d+)\s*!", r"factorial(\1)", s) if "!" in s else s
+    if "!" in s:
+        return None
+    return s
+
+
+def _arg(group: str) -> str:
+    return group[1:-1] if group.startswith("{") else group
+
+
+def _parse_plain(s: str) -> sympy.Expr:
+    """sympy's parser on whitelisted tokens only: numbers, operators and known names.
+
+    Long sums are parsed term by term: Python's compiler, which sympy's parser goes through, nests
+    `a + b + c ...` one level per term and overflows its recursion limit near a thousand terms.
+    """
+    terms = _split_sum(s) if len(s) > 500 else None
+    if terms and len(terms) > 1:
+        return sympy.Add(*[_parse_plain(t) if sign == "+" else -_parse_plain(t) for sign, t in terms], evaluate=False)
+    names = {}
+    for name in set(_IDENTIFIER.findall(s)):
+        if name in _FUNCTIONS:
+            names[name] = _FUNCTIONS[name]
+        elif name in _CONSTANTS:
+            names[name] = _CONSTANTS[name]
+        elif name in _GREEK or re.fullmatch(r"[A-Za-z](?:_[A-Za-z0-9]+)?", name):
+            names[name] = sympy.Symbol(name)
+        elif re.fullmatch(r"[A-Za-z]+", name) and len(name) <= 6:
+            # `xy` or `ab`: implicit products of one-letter symbols, as in the LaTeX they came from
+            names[name] = sympy.Mul(*[sympy.Symbol(c) for c in name], evaluate=False)
+        else:
+            raise ParseError(f"unknown name {name!r}")
+    if "__" in s or "." in re.sub(r"\d\.\d*|\.\d", "", s):
+        raise ParseError("unexpected token")
+    try:
+        expr = parse_expr(s, local_dict=names, global_dict=dict(_PARSER_GLOBALS),
+                          transformations=_TRANSFORMATIONS, evaluate=False)
+    except (SyntaxError, TypeError, ValueError, AttributeError, TokenError_, RecursionError) as exc:
+        raise ParseError(f"cannot parse {s!r}: {type(exc).__name__}") from None
+    if not isinstance(expr, sympy.Expr):
+        raise ParseError(f"not an expression: {s!r}")
+    return expr
+
+
+def _split_sum(s: str) -> list[tuple[str, str]]:
+    """Top-level terms of a sum as (sign, term); a sign right after an operator is unary, not a split."""
+    terms, depth, start, sign = [], 0, 0, "+"
+    previous = ""
+    for i, c in enumerate(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c in "+-" and depth == 0 and previous and previous not in "+-*/^(eE":
+            terms.append((sign, s[start:i]))
+            sign, start = c, i + 1
+        if not c.isspace():
+            previous = c
+    terms.append((sign, s[start:]))
+    return [(sg, t) for sg, t in terms if t.strip()]
+
+
+try:
+    from sympy.parsing.sympy_parser import TokenError as TokenError_
+except ImportError:  # pragma: no cover - older sympy keeps it in tokenize
+    from tokenize import TokenError as TokenError_
+
+
+def _parse_latex(s: str) -> sympy.Expr:
+    """Full LaTeX through latex2sympy2_extended, for what the plain-text rewrite does not cover."""
+    from latex2sympy2_extended import latex2sympy
+    from latex2sympy2_extended.math_normalization import NormalizationConfig
+
+    config = NormalizationConfig(basic_latex=True, units=False, malformed_operators=False, nits=False,
+                                 boxed="none", equations=False)
+    try:
+        expr = latex2sympy(s, normalization_config=config)
+    except Exception as exc:  # the parser raises bare Exceptions for malformed LaTeX
+        raise ParseError(f"cannot parse LaTeX {s[:50]!r}: {type(exc).__name__}") from None
+    if isinstance(expr, sympy.MatrixBase):
+        return MatrixValue(tuple(tuple(expr.row(i)) for i in range(expr.rows)))
+    if not isinstance(expr, sympy.Expr):
+        raise ParseError(f"not an expression: {s[:50]!r}")
+    expr = expr.subs(sympy.Symbol("i"), sympy.I) if sympy.Symbol("i") in expr.free_symbols else expr
+    return expr
+
+
+_MAX_BITS = 100_000  # about 30,000 digits: beyond this, numbers are compared by form, not value
+_MAX_NODES = 50_000
+
+
+def check_size(expr) -> None:
+    """Raise TooLarge if evaluating `expr` could build an enormous integer or take unbounded time.
+
+    Walks the unevaluated tree bottom-up with an estimate of each numeric node's size in bits.
+    """
+    nodes = 0
+
+    def bits(e) -> float:
+        """Upper estimate of log2 of |e| for numeric subtrees, 0 for symbolic ones."""
+        nonlocal nodes
+        nodes += 1
+        if nodes > _MAX_NODES:
+            raise TooLarge("expression too large")
+        if isinstance(e, sympy.Integer):
+            return float(abs(int(e)).bit_length())
+        if isinstance(e, sympy.Rational):
+            return float(max(abs(e.p).bit_length(), e.q.bit_length()))
+        if not isinstance(e, sympy.Basic) or not e.args:
+            return 1.0
+        arg_bits = [bits(a) for a in e.args]
+        if isinstance(e, sympy.Pow):
+            base_bits, exp_bits = arg_bits
+            exponent = e.args[1]
+            if exp_bits > 64:
+                raise TooLarge("power with an enormous exponent")
+            if exponent.is_number and e.args[0].is_number:
+                estimate = base_bits * 2.0 ** min(exp_bits, 64)
+                if estimate > _MAX_BITS:
+                    raise TooLarge("power too large to evaluate")
+                return estimate
+            return base_bits
+        if isinstance(e, (sympy.factorial, sympy.binomial, sympy.gamma)) or e.func.__name__ in ("factorial", "factorial2"):
+            if arg_bits[0] > 13:  # n > 8192
+                raise TooLarge("factorial too large to evaluate")
+            n = 2.0 ** arg_bits[0]
+            return n * math.log2(max(n, 2))
+        if isinstance(e, sympy.Mul):
+            return sum(arg_bits)
+        return max(arg_bits) + 1
+
+    bits(expr)
+
+
+def evaluate(expr):
+    """Rebuild an unevaluated, size-checked tree with evaluation on, bottom-up."""
+    if isinstance(expr, sympy.Basic) and expr.args and not isinstance(expr, (sympy.Symbol, sympy.Number)):
+        try:
+            return expr.func(*[evaluate(a) for a in expr.args])
+        except (TypeError, ValueError):
+            return expr
+    return expr

@@ -1,74 +1,521 @@
-"""Unit-test jobs (first version: tests run inside the program's process, outcomes over a pipe)."""
+"""Unit-test jobs: the trusted runner runs the test code; the program's functions are called through a pipe.
+
+The program process P loads the solution (and the reference's setup code), then only answers requests:
+look up a global, call, get an attribute, iterate, ... The runner R executes the test code in its own
+interpreter, in a namespace where every name the tests do not define themselves is fetched from P.
+
+Values cross the pipe as tagged JSON. Plain data (None, bool, int, float, complex, str, bytes, list, tuple,
+dict, set, frozenset, range, Decimal, Fraction, deque) is copied, and decoding only ever builds those
+built-in types, so nothing P sends can run code in R or compare equal to something it is not. Any other
+object stays where it lives and is passed as a handle; a handle compares equal only to itself. This is
+what makes early exits, fake output, a redefined `check` or an always-equal return value worthless: the
+tests pass only if R ran them to their last line on values P really returned.
+"""
 
 from __future__ import annotations
 
+import base64
+import builtins
+import collections
+import decimal
+import fractions
 import json
 import os
+import signal
+import struct
 import sys
 import time
 
+MAX_MESSAGE = 64 << 20
+MAX_DEPTH = 200
+_PLAIN = (type(None), bool, int, float, str)
 
-def _program_side(cfg: dict, rfd: int, wfd: int) -> None:
-    import traceback
+
+class ProgramGone(BaseException):
+    """P exited, crashed or broke the protocol during a call. A BaseException so that a test's own
+    `except Exception` cannot swallow it."""
+
+
+class SandboxTimeout(BaseException):
+    """The job's wall clock ran out while R was running the tests."""
+
+
+class RemoteError(Exception):
+    """An exception of a type that exists only in the program; str() is "TypeName: message"."""
+
+
+class Remote:
+    """A handle on an object living on the other side. Equal only to itself; everything else is a call."""
+
+    __slots__ = ("_chan", "_hid", "_type")
+
+    def __init__(self, chan: "Channel", hid: int, type_name: str):
+        object.__setattr__(self, "_chan", chan)
+        object.__setattr__(self, "_hid", hid)
+        object.__setattr__(self, "_type", type_name)
+
+    def _ask(self, op: str, *args):
+        return self._chan.request(op, self._hid, *args)
+
+    def __call__(self, *args, **kwargs):
+        return self._ask("call", list(args), kwargs)
+
+    def __getattr__(self, name: str):
+        return self._ask("getattr", name)
+
+    def __iter__(self):
+        return self._ask("iter")
+
+    def __next__(self):
+        return self._ask("next")
+
+    def __len__(self):
+        return self._ask("len")
+
+    def __bool__(self):
+        return self._ask("bool")
+
+    def __getitem__(self, key):
+        return self._ask("getitem", key)
+
+    def __contains__(self, item):
+        return self._ask("contains", item)
+
+    def __str__(self):
+        return self._ask("str")
+
+    def __repr__(self):
+        return f"<{self._type} from the program>"
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+    def __hash__(self):
+        return hash((id(self._chan), self._hid))
+
+
+class Channel:
+    """One end of the pipe. Both ends serve the other's requests while waiting for their own answers."""
+
+    def __init__(self, rfd: int, wfd: int, wait=None):
+        self.rfd, self.wfd = rfd, wfd
+        self.wait = wait  # R: a function that blocks until rfd is readable or raises; P: None (blocking)
+        self.buf = bytearray()
+        self.objects: dict[int, object] = {}
+        self.next_id = 0
+        self.resolve_global = None  # P: name -> value
+
+    # -- values ----------------------------------------------------------------------------------------
+
+    def encode(self, obj, depth: int = 0):
+        t = type(obj)
+        if t is int and not -(1 << 63) <= obj < (1 << 63):
+            return {"x": hex(obj)}  # JSON would go through decimal, which is quadratic and capped at 4300 digits
+        if t in _PLAIN:
+            if t is float and obj != obj:
+                return {"nan": 1}
+            if t is float and obj in (float("inf"), float("-inf")):
+                return {"inf": 1 if obj > 0 else -1}
+            return obj
+        if depth > MAX_DEPTH:
+            raise ValueError("value nested too deeply")
+        d = depth + 1
+        if isinstance(obj, Remote) and obj._chan is self:
+            return {"H": obj._hid}
+        if _named_builtin(obj):
+            return {"B": obj.__name__}
+        if isinstance(obj, bool):
+            return bool(obj)
+        if isinstance(obj, int):
+            return self.encode(int(obj))
+        if isinstance(obj, float):
+            return self.encode(float(obj))
+        if isinstance(obj, str):
+            return str.__str__(obj)
+        if isinstance(obj, (bytes, bytearray)):
+            return {"b" if isinstance(obj, bytes) else "ba": base64.b64encode(bytes(obj)).decode()}
+        if isinstance(obj, complex):
+            return {"c": [self.encode(obj.real), self.encode(obj.imag)]}
+        if isinstance(obj, collections.deque):
+            return {"q": [self.encode(x, d) for x in list(obj)]}
+        if isinstance(obj, tuple):
+            return {"t": [self.encode(x, d) for x in tuple.__iter__(obj)]}
+        if isinstance(obj, list):
+            return {"l": [self.encode(x, d) for x in list.__iter__(obj)]}
+        if isinstance(obj, dict):
+            return {"d": [[self.encode(k, d), self.encode(v, d)] for k, v in dict.items(obj)]}
+        if isinstance(obj, frozenset):
+            return {"f": [self.encode(x, d) for x in frozenset.__iter__(obj)]}
+        if isinstance(obj, set):
+            return {"s": [self.encode(x, d) for x in set.__iter__(obj)]}
+        if isinstance(obj, range):
+            return {"r": [obj.start, obj.stop, obj.step]}
+        if isinstance(obj, decimal.Decimal):
+            return {"D": str(obj)}
+        if isinstance(obj, fractions.Fraction):
+            return {"Q": [int(obj.numerator), int(obj.denominator)]}
+        self.next_id += 1
+        self.objects[self.next_id] = obj
+        return {"h": self.next_id, "type": type(obj).__name__[:60]}
+
+    def decode(self, v):
+        if v is None or type(v) in (bool, int, float, str):
+            return v
+        if type(v) is not dict or len(v) not in (1, 2):
+            raise ProgramGone("malformed value")
+        (tag, x), *_ = v.items()
+        if tag == "l":
+            return [self.decode(i) for i in _list(x)]
+        if tag == "t":
+            return tuple(self.decode(i) for i in _list(x))
+        if tag == "d":
+            return {self.decode(_list(kv)[0]): self.decode(_list(kv)[1]) for kv in _list(x)}
+        if tag == "s":
+            return {self.decode(i) for i in _list(x)}
+        if tag == "f":
+            return frozenset(self.decode(i) for i in _list(x))
+        if tag == "q":
+            return collections.deque(self.decode(i) for i in _list(x))
+        if tag == "x":
+            return int(_str(x), 16)
+        if tag == "nan":
+            return float("nan")
+        if tag == "inf":
+            return float("inf") if x == 1 else float("-inf")
+        if tag in ("b", "ba"):
+            raw = base64.b64decode(_str(x))
+            return raw if tag == "b" else bytearray(raw)
+        if tag == "c":
+            re_, im = (self.decode(i) for i in _list(x))
+            return complex(_num(re_), _num(im))
+        if tag == "r":
+            return range(*(_int(i) for i in _list(x)))
+        if tag == "D":
+            return decimal.Decimal(_str(x))
+        if tag == "Q":
+            return fractions.Fraction(*(_int(i) for i in _list(x)))
+        if tag == "B":
+            if _str(x) not in _BUILTIN_VALUES:
+                raise ProgramGone("unknown built-in")
+            return getattr(builtins, x)
+        if tag == "h":
+            return Remote(self, _int(x), _str(v.get("type", "object")))
+        if tag == "H":
+            if _int(x) not in self.objects:
+                raise ProgramGone("unknown handle")
+            return self.objects[x]
+        raise ProgramGone(f"unknown tag {tag!r}")
+
+    # -- messages --------------------------------------------------------------------------------------
+
+    def send(self, msg: dict) -> None:
+        body = json.dumps(msg).encode()
+        data = struct.pack(">I", len(body)) + body
+        try:
+            while data:
+                data = data[os.write(self.wfd, data):]
+        except OSError as exc:
+            raise ProgramGone(f"pipe closed ({exc.strerror})") from None
+
+    def recv(self) -> dict:
+        while True:
+            if len(self.buf) >= 4:
+                n = struct.unpack(">I", self.buf[:4])[0]
+                if n > MAX_MESSAGE:
+                    raise ProgramGone("message too large")
+                if len(self.buf) >= 4 + n:
+                    body = bytes(self.buf[4:4 + n])
+                    del self.buf[:4 + n]
+                    try:
+                        msg = json.loads(body)
+                    except (ValueError, RecursionError):
+                        raise ProgramGone("malformed message") from None
+                    if type(msg) is not dict:
+                        raise ProgramGone("malformed message")
+                    return msg
+            if self.wait is not None:
+                self.wait(self.rfd)
+            chunk = os.read(self.rfd, 1 << 20)
+            if not chunk:
+                raise ProgramGone("the program exited")
+            self.buf += chunk
+
+    def request(self, op: str, *args):
+        self.next_id += 1
+        rid = self.next_id
+        self.send({"rid": rid, "op": op, "args": self.encode(list(args))})
+        while True:
+            msg = self.recv()
+            if "op" in msg:
+                self.send(self.answer(msg))
+                continue
+            if msg.get("re") != rid:
+                raise ProgramGone("out-of-order reply")
+            if "err" in msg:
+                raise _exception(msg["err"])
+            return self.decode(msg.get("value"))
+
+    def answer(self, msg: dict) -> dict:
+        """Carry out one request from the other side; exceptions travel back by type name and message."""
+        rid = msg.get("rid")
+        try:
+            args = self.decode(msg.get("args"))
+            value = self.dispatch(str(msg["op"]), args)
+            return {"re": rid, "value": self.encode(value)}
+        except (ProgramGone, SandboxTimeout):
+            raise
+        except StopIteration:
+            return {"re": rid, "err": ["StopIteration", ""]}
+        except BaseException as exc:  # noqa: BLE001  (reported to the caller, who decides)
+            try:
+                text = str(exc)[:500]
+            except BaseException:  # noqa: BLE001
+                text = "?"
+            return {"re": rid, "err": [type(exc).__name__[:60], text]}
+
+    def dispatch(self, op: str, args: list):
+        if op == "global":
+            return self.resolve_global(args[0])
+        target = self.objects[args[0]]
+        rest = args[1:]
+        if op == "call":
+            return target(*rest[0], **rest[1])
+        if op == "getattr":
+            return getattr(target, rest[0])
+        if op == "iter":
+            return iter(target)
+        if op == "next":
+            return next(target)
+        if op == "len":
+            return len(target)
+        if op == "bool":
+            return bool(target)
+        if op == "getitem":
+            return target[rest[0]]
+        if op == "contains":
+            return rest[0] in target
+        if op == "str":
+            return str(target)
+        raise ValueError(f"unknown operation {op!r}")
+
+
+_BUILTIN_VALUES = {name for name, value in vars(builtins).items() if callable(value) and not name.startswith("_")}
+
+
+def _named_builtin(obj) -> bool:
+    """Built-in types and functions (`int`, `len`, ...) travel by name, so `isinstance(x, int)` still works."""
+    name = getattr(obj, "__name__", None)
+    return type(name) is str and name in _BUILTIN_VALUES and getattr(builtins, name) is obj
+
+
+def _list(x) -> list:
+    if type(x) is not list:
+        raise ProgramGone("malformed value")
+    return x
+
+
+def _str(x) -> str:
+    if type(x) is not str:
+        raise ProgramGone("malformed value")
+    return x
+
+
+def _int(x) -> int:
+    if type(x) is not int:
+        raise ProgramGone("malformed value")
+    return x
+
+
+def _num(x):
+    if type(x) not in (int, float):
+        raise ProgramGone("malformed value")
+    return x
+
+
+_NOT_RAISED_AS_IS = {"SystemExit", "KeyboardInterrupt", "GeneratorExit", "BaseException"}
+
+
+def _exception(err) -> BaseException:
+    """The exception to raise in R for an error reported by P: a built-in type by name, else RemoteError."""
+    name, text = (str(err[0]), str(err[1])) if isinstance(err, list) and len(err) == 2 else ("?", "")
+    cls = getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, Exception) and name not in _NOT_RAISED_AS_IS:
+        try:
+            return cls(text)
+        except Exception:  # noqa: BLE001  (built-ins whose constructor wants other arguments)
+            pass
+    return RemoteError(f"{name}: {text}")
+
+
+# -------------------------------------------------------------------------------------------------------
+# P: load the program, then answer
+
+
+def program_side(cfg: dict, rfd: int, wfd: int) -> None:
     import types
 
-    def send(obj) -> None:
-        os.write(wfd, (json.dumps(obj) + "\n").encode())
-
-    module = types.ModuleType("__main__")
-    sys.modules["__main__"] = module
+    chan = Channel(rfd, wfd)
+    module = types.ModuleType("solution")
+    sys.modules["solution"] = module
     ns = module.__dict__
+    ns["__builtins__"] = builtins
+
+    def resolve(name):
+        if type(name) is not str or name not in ns or name.startswith("__"):
+            raise NameError(f"name {name!r} is not defined")
+        return ns[name]
+
+    chan.resolve_global = resolve
     try:
         exec(compile(cfg["source"], "solution.py", "exec"), ns)
         if cfg.get("setup"):
             exec(compile(cfg["setup"], "setup.py", "exec"), ns)
-    except BaseException as exc:  # noqa: BLE001
-        send({"load": f"{type(exc).__name__}: {exc}"[:300]})
-        os._exit(0)
-    send({"load": None})
-    if "check" in cfg:
-        tests = [cfg["check"] + f"\ncheck({cfg['entry_point']})\n"]
-    else:
-        tests = cfg["tests"]
-    for i, test in enumerate(tests):
-        t0 = time.monotonic()
+        hello = {"loaded": True}
+    except BaseException as exc:  # noqa: BLE001  (reported: the tests then fail with this reason)
+        hello = {"loaded": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    chan.send(hello)
+    while True:
+        chan.send(chan.answer(chan.recv()))
+
+
+# -------------------------------------------------------------------------------------------------------
+# R: run the tests
+
+
+class TestNamespace(dict):
+    """Globals for the test code. Built-in and standard-library names are R's own, so a program cannot
+    redefine `abs`, `len` or `math` to fool a comparison; other names the tests do not define themselves
+    (the functions under test, setup objects, helpers) are fetched from the program. `from_program` lists
+    built-in names that are really the function under test (MBPP task 126 is called `sum`)."""
+
+    def __init__(self, chan: Channel, from_program: set[str]):
+        super().__init__(__builtins__=builtins, __name__="__main__")
+        self.chan, self.from_program = chan, from_program
+        self.absent: set[str] = set()
+
+    def __missing__(self, name):
+        local = name in builtins.__dict__ or name in sys.stdlib_module_names
+        if name in self.absent or (local and name not in self.from_program):
+            if name in sys.stdlib_module_names and name not in builtins.__dict__:
+                import importlib
+
+                try:
+                    module = importlib.import_module(name)
+                except ImportError:
+                    raise KeyError(name) from None
+                self[name] = module
+                return module
+            raise KeyError(name)
         try:
-            exec(compile(test, f"test_{i}.py", "exec"), ns)
-            send({"i": i, "passed": True, "error": None, "s": time.monotonic() - t0})
-        except BaseException as exc:  # noqa: BLE001
-            send({"i": i, "passed": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
-    send({"done": True})
-    os._exit(0)
+            value = self.chan.request("global", name)
+        except NameError:
+            self.absent.add(name)
+            return self.__missing__(name)
+        self[name] = value
+        return value
+
+
+def program_names(tests: list[str]) -> set[str]:
+    """Built-in names that every test calls and that must mean the program's function: only when no
+    other plain name is called in every test (`assert sum(10, 15) == 6`, not `assert abs(f(x)) < 1`)."""
+    import ast
+
+    common: set[str] | None = None
+    for test in tests:
+        try:
+            tree = ast.parse(test)
+        except SyntaxError:
+            return set()
+        called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        common = called if common is None else common & called
+    common = common or set()
+    local = set(builtins.__dict__) | set(sys.stdlib_module_names)
+    return common if common and not (common - local) else set()
 
 
 def run_tests(cfg: dict, Program) -> dict:
-    prog = Program(cfg, lambda rfd, wfd: _program_side(cfg, rfd, wfd), b"", rpc=True)
-    os.close(prog.to_prog)
-    buf = b""
-    msgs = []
-    while prog.pump(until_fd=prog.from_prog):
-        chunk = os.read(prog.from_prog, 65536)
-        if not chunk:
-            break
-        buf += chunk
-        *lines, buf = buf.split(b"\n")
-        msgs += [json.loads(line) for line in lines]
-    os.close(prog.from_prog)
+    """In R: start P, then run each test here. A test passes only if its code returns normally here."""
+    prog = Program(cfg, lambda rfd, wfd: program_side(cfg, rfd, wfd), b"", rpc=True)
+
+    def wait(fd: int) -> None:
+        if not prog.pump(until_fd=fd):
+            raise SandboxTimeout() if prog.killed_for == "timeout" else ProgramGone(prog.killed_for or "exited")
+
+    def alarm(signum, frame):
+        raise SandboxTimeout()
+
+    chan = Channel(prog.from_prog, prog.to_prog, wait)
+    if "check" in cfg:
+        tests = [cfg["check"] + f"\n\ncheck({cfg['entry_point']})\n"]
+        from_program = {cfg["entry_point"]}
+    else:
+        tests = list(cfg["tests"])
+        from_program = program_names(tests)
+    outcomes = [{"passed": False, "error": "not run"} for _ in tests]
+    load_error = None
+    completed = False
+    signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, prog.deadline - time.monotonic() + 0.05))
+    try:
+        hello = chan.recv()
+        if not hello.get("loaded"):
+            load_error = str(hello.get("error", "program did not load"))
+        else:
+            ns = TestNamespace(chan, from_program)
+            if cfg.get("prefix"):
+                _trusted_helpers(ns, cfg["prefix"], cfg["entry_point"])
+            for i, test in enumerate(tests):
+                t0 = time.monotonic()
+                try:
+                    exec(compile(test, f"test_{i + 1}.py", "exec"), ns)
+                    outcomes[i] = {"passed": True, "error": None, "seconds": round(time.monotonic() - t0, 4)}
+                except Exception as exc:  # noqa: BLE001  (a failed test; infrastructure errors are BaseException)
+                    outcomes[i] = {"passed": False, "error": _describe(exc)}
+            completed = True
+    except ProgramGone as exc:
+        load_error = load_error or (None if any(o["passed"] for o in outcomes) else f"program exited: {exc}")
+        _mark_current(outcomes, f"program exited: {exc}")
+    except SandboxTimeout:
+        _mark_current(outcomes, "timeout")
+        prog.kill("timeout")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        os.close(prog.to_prog)
+    except OSError:
+        pass
+    prog.kill(prog.killed_for or "finished")
     result = prog.finish()
-    n = 1 if "check" in cfg else len(cfg["tests"])
-    outcomes = [{"passed": False, "error": "not run"} for _ in range(n)]
-    load_error = "program did not load"
-    done = False
-    for m in msgs:
-        if "load" in m:
-            load_error = m["load"]
-        elif "i" in m and 0 <= m["i"] < n:
-            outcomes[m["i"]] = {"passed": m["passed"], "error": m["error"]}
-        elif m.get("done"):
-            done = True
-    if not done and result["status"] == "ok":
+    os.close(prog.from_prog)
+    if load_error and result["status"] == "ok":
         result["status"] = "error"
-    result["tests"] = outcomes
-    result["load_error"] = load_error
-    result["completed"] = done
+    result.update(tests=outcomes, load_error=load_error, completed=completed)
     return result
+
+
+def _trusted_helpers(ns: TestNamespace, prefix: str, entry_point: str) -> None:
+    """Run the task's prompt here so that helpers the tests call (HumanEval's `poly`, `encode_cyclic`)
+    are the task's, not versions the program redefined; the entry point itself stays the program's."""
+    try:
+        exec(compile(prefix, "prompt.py", "exec"), ns)
+    except Exception:  # noqa: BLE001  (a prompt that is not runnable on its own: helpers come from the program)
+        pass
+    ns.pop(entry_point, None)
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001
+        text = ""
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+
+
+def _mark_current(outcomes: list[dict], error: str) -> None:
+    for o in outcomes:
+        if o["error"] == "not run":
+            o["error"] = error
+            return

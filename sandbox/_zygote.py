@@ -278,6 +278,8 @@ class Program:
         code = os.waitstatus_to_exitcode(self.status)
         if self.killed_for == "timeout":
             status = "timeout"
+        elif self.killed_for == "finished":  # a unit-test job whose tests are over: R ends the program
+            status = "ok"
         elif self.killed_for == "output limit":
             status = "killed"
         elif code == MEMORY_EXIT:
@@ -291,6 +293,8 @@ class Program:
         else:
             status = "error"
         reason = {"timeout": "timeout", "memory": "memory limit", "ok": "exited 0"}.get(status)
+        if self.killed_for == "finished":
+            reason = "finished"
         if status == "killed":
             reason = "output limit" if self.killed_for == "output limit" else _signal_name(code)
         elif status == "error":

@@ -106,7 +106,8 @@ class CodeVerifier(Verifier):
             source = program
             if reference.get("prompt_prefix") and not _defines(program, entry):
                 source = reference["prompt_prefix"] + program
-            return program, [job("tests", source=source, check=reference["test"], entry_point=entry, **limits)], reference
+            prefix = reference.get("prompt_prefix") or ""
+            return program, [job("tests", source=source, check=reference["test"], entry_point=entry, prefix=prefix, **limits)], reference
         if "tests" in reference:
             tests = [str(t) for t in reference["tests"]]
             return program, [job("tests", source=program, setup=reference.get("setup") or "", tests=tests, **limits)], reference

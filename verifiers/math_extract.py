@@ -91,7 +91,7 @@ def _after_phrase(text: str) -> str | None:
         matches = list(phrase.finditer(tail))
         if not matches:
             continue
-        rest = tail[matches[-1].end() :].lstrip()
+        rest = tail[matches[-1].end() :].lstrip(" *_:\t")  # "**Answer:** 12" in markdown
         line = rest.split("\n", 1)[0].strip()
         spans = list(_MATH_SPANS.finditer(line))
         if spans:

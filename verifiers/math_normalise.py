@@ -16,7 +16,8 @@ from dataclasses import dataclass
 _LAYOUT = re.compile(
     r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])|\\displaystyle|\\textstyle"
 )
-_SPACES = re.compile(r"\\[,:;! ]|\\q?quad(?![A-Za-z])|~|\\hspace\*?\{[^{}]*\}|\\mathord")
+# A row break `\\\\` is matched first so that its second backslash is never read as the space `\\ `.
+_SPACES = re.compile(r"(\\\\)|\\[,:;! ]|\\q?quad(?![A-Za-z])|~|\\hspace\*?\{[^{}]*\}|\\mathord")
 _FRAC_VARIANTS = re.compile(r"\\[dtc]frac(?![A-Za-z])")
 _TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|operatorname|mathsf|textnormal)\s*\{")
 _CURRENCY = re.compile(r"\\\$|\$|US\$|€|£|¥|₹|\\euro|\\pounds|\b(?:USD|dollars?|euros?|cents?)\b")
@@ -96,11 +97,12 @@ def normalise(raw: str) -> Answer:
     if len(s) >= 2 and s[0] == "$" and s[-1] == "$" and s.count("$") == 2:
         s = s[1:-1]
     s = s.strip().rstrip(".").strip()
+    s = s[1:].strip() if s.startswith("=") else s  # "= 5", left over from a cut-off derivation
     s = _FRAC_VARIANTS.sub(r"\\frac", s)
     s = _LAYOUT.sub("", s)
     s = _THOUSANDS_BRACED.sub("", s)
     s = _THOUSANDS_SPACED.sub("", s)
-    s = _SPACES.sub(" ", s)
+    s = _SPACES.sub(lambda m: m.group(1) or " ", s)
 
     choice = _choice_letter(s)
     if choice:

@@ -47,7 +47,7 @@ _CONSTANTS = {"pi": sympy.pi, "E": sympy.E, "e": sympy.E, "I": sympy.I, "i": sym
 _PARSER_GLOBALS = {name: getattr(sympy, name) for name in
                    ("Integer", "Float", "Rational", "Symbol", "Function", "Add", "Mul", "Pow", "factorial")}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
-_SAFE_CHARS = re.compile(r"[A-Za-z0-9_+\-*/^().!\s]*")
+_SAFE_CHARS = re.compile(r"[A-Za-z0-9_+\-*/^().!,\s]*")
 _MAX_PARSE_CHARS = 50_000
 
 _LATEX_SIMPLE = {
@@ -58,6 +58,11 @@ _LATEX_SIMPLE = {
     r"\theta": " theta ", r"\alpha": " alpha ", r"\beta": " beta ", r"\gamma": " gamma_ ", r"\lambda": " lamda ",
     r"\mu": " mu ", r"\phi": " phi ", r"\omega": " omega ", r"\sigma": " sigma ", r"\tau": " tau ",
 }
+_FUNCTION_NAMES = r"\\(sin|cos|tan|cot|sec|csc|ln|log|sinh|cosh|tanh|arcsin|arccos|arctan)(?![A-Za-z])"
+_FUNCTION_ARGUMENT = r"(\\[A-Za-z]+|\d+\.?\d*[A-Za-z]?|\.\d+|[A-Za-z]|\([^()]*\))"
+_FUNCTION_POWER = re.compile(_FUNCTION_NAMES + r"\s*\^\s*[{(]?\s*(\d+)\s*[})]?\s*" + _FUNCTION_ARGUMENT)
+_FUNCTION_BARE_ARGUMENT = re.compile(_FUNCTION_NAMES + r"\s*(?![\s(])" + _FUNCTION_ARGUMENT)
+_LOG_BASE = re.compile(r"\\log_\s*[{(]?\s*(\d+|e)\s*[})]?\s*" + _FUNCTION_ARGUMENT)
 _GREEK = {"theta", "alpha", "beta", "gamma_", "lamda", "mu", "phi", "omega", "sigma", "tau"}
 _RELATIONS = (("\\leq", "<="), ("\\geq", ">="), ("\\le", "<="), ("\\ge", ">="), ("\\neq", "!="), ("\\ne", "!="),
               ("<=", "<="), (">=", ">="), ("≤", "<="), ("≥", ">="), ("=", "=="), ("<", "<"), (">", ">"))
@@ -211,10 +216,12 @@ def parse_expression(s: str) -> sympy.Expr:
     if len(s) > _MAX_PARSE_CHARS:
         raise TooLarge(f"expression of {len(s)} characters")
     plain = latex_to_plain(s)
-    if plain is not None:
-        expr = _parse_plain(plain)
-    else:
-        expr = _parse_latex(s)
+    try:
+        expr = _parse_plain(plain) if plain is not None else _parse_latex(s)
+    except ParseError:
+        if plain is None or "\\" not in s:
+            raise
+        expr = _parse_latex(s)  # the rewrite missed a LaTeX idiom the full parser knows
     check_size(expr)
     return evaluate(expr)
 
@@ -240,6 +247,10 @@ def latex_to_plain(s: str) -> str | None:
             s = s[: m.start()] + f"^({m.group(1)})" + s[m.end() :]
             continue
         break
+    # `\sin^2 x` is (sin x)^2 and `\sin 2x` is sin(2x): LaTeX's convention, not Python's.
+    s = _LOG_BASE.sub(r"log(\2, \1)", s)
+    s = _FUNCTION_POWER.sub(r"(\1(\3))^(\2)", s)
+    s = _FUNCTION_BARE_ARGUMENT.sub(r"\1(\2)", s)
     for latex, plain in _LATEX_SIMPLE.items():
         if latex in s:
             s = re.sub(re.escape(latex) + r"(?![A-Za-z])", plain, s)

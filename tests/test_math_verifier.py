@@ -1,0 +1,202 @@
+"""Tests for the `math` verifier: the table of hand cases, the datasets against themselves, the time
+bound on pathological inputs, and the verdict conventions."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from math_cases import all_cases, as_response
+from verifiers.base import Verdict, get
+from verifiers.math_answer import MathVerifier
+from verifiers.math_extract import extract_answer, last_boxed
+from verifiers.math_normalise import normalise
+from verifiers.math_numbers import parse_rational
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CASES = all_cases()
+
+
+@pytest.fixture(scope="module")
+def verifier() -> MathVerifier:
+    return MathVerifier()
+
+
+@pytest.fixture(scope="module")
+def case_verdicts(verifier) -> list[Verdict]:
+    """All hand cases in one batch: the same code path as single calls, a fraction of the time."""
+    return verifier.verify_batch([(as_response(cat, ans), ref) for cat, ans, ref, _ in CASES])
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_hand_case(index, case_verdicts):
+    category, answer, reference, expected = CASES[index]
+    verdict = case_verdicts[index]
+    assert verdict.correct is expected, f"[{category}] {answer!r} vs {reference!r}: {verdict.reason}"
+    assert verdict.reward == (1.0 if expected else 0.0)
+
+
+def test_table_is_large_and_balanced():
+    assert len(CASES) >= 300
+    assert sum(1 for *_, expected in CASES if not expected) >= 100  # near-misses matter as much
+
+
+def _dataset(name: str, field_of) -> list[str]:
+    path = DATA / name
+    if not path.exists():
+        pytest.skip(f"{path} not found: the shared data sets are not checked out next to the repo")
+    return [field_of(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _change_first_digit(s: str) -> str | None:
+    for i, c in enumerate(s):
+        if c.isdigit():
+            return s[:i] + str((int(c) + 1) % 10) + s[i + 1 :]
+    return None
+
+
+@pytest.mark.parametrize(
+    "name, field_of, size",
+    [
+        ("gsm8k_test.jsonl", lambda r: r["answer"].split("####")[-1].strip(), 1319),
+        ("math500_test.jsonl", lambda r: r["answer"], 500),
+    ],
+    ids=["gsm8k", "math500"],
+)
+def test_dataset_answers_verify_against_themselves(verifier, name, field_of, size):
+    answers = _dataset(name, field_of)
+    assert len(answers) == size
+    verdicts = verifier.verify_batch([(f"So the answer is $\\boxed{{{a}}}$.", a) for a in answers])
+    wrong = [(a, v.reason) for a, v in zip(answers, verdicts) if not v.correct]
+    assert not wrong, wrong[:10]
+
+    changed = [(c, a) for a in answers if (c := _change_first_digit(a)) is not None]
+    verdicts = verifier.verify_batch([(f"\\boxed{{{c}}}", a) for c, a in changed])
+    accepted = [(c, a, v.reason) for (c, a), v in zip(changed, verdicts) if v.correct]
+    assert not accepted, accepted[:10]
+
+
+PATHOLOGICAL = {
+    "tower of powers": ("$\\boxed{9^{9^{9^9}}}$", "9^{9^{9^8}}"),
+    "tower against a number": ("$\\boxed{9^{9^{9^9}}}$", "3"),
+    "million characters": ("Let me think. " * 71_500 + "\\boxed{5}", "5"),
+    "million characters, no box": ("7 " * 500_000, "7"),
+    "million-character box": ("\\boxed{" + "1+" * 500_000 + "1}", "3"),
+    "400-deep parentheses": ("\\boxed{" + "(" * 400 + "1" + ")" * 400 + "}", "1"),
+    "400-deep unbalanced": ("\\boxed{" + "(" * 400 + "1}", "1"),
+    "3000-term sum": ("\\boxed{" + "+".join(f"x^{{{k}}}" for k in range(3000)) + "}", "x"),
+    "3000-term numeric sum": ("\\boxed{" + "+".join(["1"] * 3000) + "}", "3000"),
+    "huge factorial": ("\\boxed{10^{7}!}", "1"),
+    "many unclosed boxes": ("\\boxed{(" * 20_000, "1"),
+    "deep fractions": ("\\boxed{" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "}", "2"),
+}
+
+
+@pytest.mark.parametrize("name", list(PATHOLOGICAL))
+def test_pathological_inputs_return_within_bound(verifier, name):
+    response, reference = PATHOLOGICAL[name]
+    start = time.monotonic()
+    verdict = verifier.verify(response, reference)
+    assert time.monotonic() - start < 5.0
+    assert isinstance(verdict, Verdict)
+
+
+def test_timeout_is_its_own_reason():
+    slow = PATHOLOGICAL["3000-term sum"]
+    verifier = MathVerifier(timeout_s=0.2)
+    start = time.monotonic()
+    verdict = verifier.verify(*slow)
+    assert time.monotonic() - start < 1.0
+    assert verdict.timed_out and not verdict.correct and verdict.reward == 0.0
+    assert verdict.reason == "timeout after 0.2s"
+    # the killed worker is replaced: the next call that needs sympy works
+    assert verifier.verify("\\boxed{\\sqrt{12}}", "2\\sqrt{3}").correct
+
+
+def test_verify_from_many_threads(verifier):
+    pairs = [("\\boxed{\\sqrt{12}}", "2\\sqrt3", True), ("\\boxed{x^2}", "x \\cdot x", True),
+             ("\\boxed{18}", "19", False), ("\\boxed{(1,2]}", "(1,2]", True)] * 4
+    results: list = [None] * len(pairs)
+
+    def run(i):
+        results[i] = verifier.verify(pairs[i][0], pairs[i][1])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(pairs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert [r.correct for r in results] == [p[2] for p in pairs]
+
+
+def test_registered_as_math_with_conventions():
+    verifier = get("math")
+    assert isinstance(verifier, MathVerifier) and verifier.timeout_s == 2.0
+    good = verifier.verify("\\boxed{\\frac{3}{4}}", "0.75")
+    assert (good.correct, good.reward, good.extracted) == (True, 1.0, "\\frac{3}{4}")
+    assert good.reason.startswith("equal:")
+    bad = verifier.verify("\\boxed{5}", "6")
+    assert (bad.correct, bad.reward) == (False, 0.0) and bad.reason.startswith("not equal: extracted 5, expected 6")
+    missing = verifier.verify("no idea", "6")
+    assert missing.no_answer and missing.reason == "no answer found"
+
+
+@pytest.mark.parametrize("response, reference", [(None, "1"), (42, "42"), ("\\boxed{1}", 1), ("\\boxed{1}", None),
+                                                 (b"\\boxed{1}", "1"), ("\\boxed{1}", "")])
+def test_never_raises_on_odd_types(verifier, response, reference):
+    assert isinstance(verifier.verify(response, reference), Verdict)
+
+
+def test_batch_keeps_input_order(verifier):
+    pairs = [(f"\\boxed{{{k}}}", str(k if k % 3 else k + 1)) for k in range(50)]
+    pairs += [("\\boxed{\\sqrt{4}}", "2"), ("\\boxed{\\sqrt{5}}", "2")]
+    assert [v.correct for v in verifier.verify_batch(pairs)] == [k % 3 != 0 for k in range(50)] + [True, False]
+
+
+@pytest.mark.parametrize("response, expected", [
+    ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+    ("\\boxed{a} then \\fbox{b}", "b"),
+    ("\\boxed{\\{1,\\{2\\}\\}}", "\\{1,\\{2\\}\\}"),
+    ("The final answer is $3$. I hope", "3"),
+    ("Answer: 12 apples.", "12 apples"),
+    ("#### 72", "72"),
+    ("we get $a = 4$ and so 9 more", "9"),
+    ("nothing here", None),
+])
+def test_extract_answer(response, expected):
+    assert extract_answer(response) == expected
+
+
+def test_last_boxed_skips_unclosed():
+    assert last_boxed("\\boxed{1} and \\boxed{2") == "1"
+
+
+@pytest.mark.parametrize("raw, text, flags", [
+    ("\\$1{,}200", "1200", {}),
+    ("\\left(1,2\\right]", "(1,2]", {}),
+    ("25\\%", "25", {"percent": True}),
+    ("90^\\circ", "90", {"degrees": True}),
+    ("\\text{(C)}", "C", {"choice": "C"}),
+    ("\\text{ Evelyn }", "Evelyn", {"is_text": True}),
+    ("5\\text{ cm}^2", "5", {}),
+    ("x \\in [1,2]", "[1,2]", {}),
+])
+def test_normalise(raw, text, flags):
+    answer = normalise(raw)
+    assert answer.text == text
+    for name, value in flags.items():
+        assert getattr(answer, name) == value
+
+
+@pytest.mark.parametrize("text, value", [
+    ("0.1+0.2", Fraction(3, 10)), ("\\frac{3}{4}", Fraction(3, 4)), ("\\frac34", Fraction(3, 4)),
+    ("1\\frac{4}{5}", Fraction(9, 5)), ("2^{-2}", Fraction(1, 4)), ("6.72\\times 10^{-5}", Fraction(672, 10**7)),
+    ("x", None), ("2^{1000}", None), ("1/0", None), ("\\sqrt{4}", None),
+])
+def test_parse_rational(text, value):
+    assert parse_rational(text) == value

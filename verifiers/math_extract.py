@@ -21,7 +21,8 @@ _MAX_ANSWER_CHARS = 2000
 _MAX_BOX_TRIES = 8
 
 _NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d*\.\d+|-?\d+")
-_MATH_SPANS = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+# `\$` is an escaped dollar sign (currency), never a math delimiter.
+_MATH_SPANS = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 _SINGLE_VARIABLE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")
 _ANSWER_PHRASES = (
     re.compile(r"final answer\s*(?:is|:)\s*:?", re.IGNORECASE),

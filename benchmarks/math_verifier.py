@@ -1,0 +1,258 @@
+"""Our `math` verifier against HuggingFace's math-verify, on the same labelled pairs, in one run.
+
+    pip install math-verify        # bench-only dependency
+    python benchmarks/math_verifier.py [--limit N] [--show-errors 20]
+
+The pairs: every GSM8K test answer and MATH-500 answer (from ../shared/data) rewritten into forms
+that keep the value (reformatted, converted to a decimal, boxed or not, ...) and forms that change it
+(one digit changed, negated, elements swapped, ...), plus the hand cases of tests/math_cases.py. The
+label of each pair comes from how it was built, not from either verifier.
+
+Both verifiers are timed one call at a time, in a single process each (ours in this process, whose
+workers it uses for sympy; math-verify in a child process, so that an input it cannot interrupt
+(`10^{7}!`) is cut off at --hang-limit seconds and counted as a wrong answer taking that long).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import statistics
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from math_cases import all_cases, as_response  # noqa: E402
+from verifiers.math_answer import MathVerifier  # noqa: E402
+from verifiers.math_numbers import parse_rational  # noqa: E402
+from verifiers.math_parse import split_top_level  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+
+
+# ---- building labelled pairs -------------------------------------------------------------------
+
+def boxed(answer: str) -> str:
+    return f"So the final answer is $\\boxed{{{answer}}}$."
+
+
+def equivalent_forms(ref: str) -> list[tuple[str, str]]:
+    """(transformation, response) pairs whose answer has the reference's value."""
+    forms = [("boxed as is", boxed(ref)), ("final answer phrase", f"The final answer is ${ref}$.")]
+    if "\\frac" in ref:
+        forms.append(("dfrac", boxed(ref.replace("\\frac", "\\dfrac"))))
+    if " " in ref:
+        forms.append(("spaces removed", boxed(ref.replace(" ", ""))))
+    value = _rational_value(ref)
+    if "," in ref and value is None:
+        forms.append(("space after commas", boxed(re.sub(r",\s*", ", ", ref))))
+    if ref.startswith("(") and ref.endswith(")") or ref.startswith("[") and ref.endswith("]"):
+        forms.append(("left/right", boxed(f"\\left{ref[0]}{ref[1:-1]}\\right{ref[-1]}")))
+    if value is not None:
+        if value.denominator == 1:
+            n = value.numerator
+            forms += [("integer as decimal", boxed(f"{n}.0")), ("gsm8k hashes", f"Adding up, we get it.\n#### {n}"),
+                      ("as a fraction", boxed(f"\\frac{{{2 * n}}}{{2}}")), ("with units", boxed(f"{n} \\text{{ units}}"))]
+            if abs(n) >= 1000:
+                forms.append(("thousands separators", boxed(f"{n:,}")))
+        else:
+            forms.append(("a/b", boxed(f"{value.numerator}/{value.denominator}")))
+            decimal = _terminating_decimal(value)
+            if decimal:
+                forms.append(("as a decimal", boxed(decimal)))
+    terms = split_top_level(ref, ("+",))
+    if len(terms) == 2 and all(terms) and not any(c in ref for c in ("-", "\\pm", "=", ",")):
+        forms.append(("sum reordered", boxed(f"{terms[1]} + {terms[0]}")))
+    return forms
+
+
+def _rational_value(ref: str) -> Fraction | None:
+    """The reference's value if it is a plain number or fraction (`10,\\!080`, `\\frac{3}{4}`), else None."""
+    s = re.sub(r",\\!\s*|\{,\}", ",", ref).replace("\\$", "").strip()
+    if re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", s):
+        s = s.replace(",", "")
+    return None if "," in s else parse_rational(s)
+
+
+def _terminating_decimal(value: Fraction) -> str | None:
+    d = value.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    if d != 1:
+        return None
+    digits = 0
+    while (value * 10**digits).denominator != 1:
+        digits += 1
+    return f"{float(value):.{digits}f}" if digits <= 12 else None
+
+
+def different_forms(ref: str) -> list[tuple[str, str]]:
+    """(transformation, response) pairs whose answer has a different value from the reference."""
+    forms = []
+    digits = [i for i, c in enumerate(ref) if c.isdigit()]
+    if digits:
+        i = digits[0]
+        forms.append(("first digit changed", boxed(ref[:i] + str((int(ref[i]) + 1) % 10) + ref[i + 1 :])))
+    value = _rational_value(ref)
+    if value is not None and value != 0:
+        forms.append(("negated", boxed(str(-value) if value.denominator == 1 else f"-{ref}" if not ref.startswith("-") else ref[1:])))
+        forms.append(("off by one", boxed(str(value + 1) if value.denominator == 1 else f"{ref}+1")))
+    if ref.startswith("(") and ref.endswith(")"):
+        parts = split_top_level(ref[1:-1], (",",))
+        if len(parts) == 2 and parts[0] != parts[1]:
+            forms.append(("elements swapped", boxed(f"({parts[1]},{parts[0]})")))
+    if re.fullmatch(r"[(\[].*,.*[)\]]", ref) and "\\cup" not in ref and "\\infty" not in ref:
+        flipped = {"(": "[", "[": "(", ")": "]", "]": ")"}
+        forms.append(("bracket flipped", boxed(flipped[ref[0]] + ref[1:])))
+    return forms
+
+
+def labelled_pairs(limit: int | None = None) -> list[dict]:
+    pairs = []
+    sources = []
+    gsm = DATA / "gsm8k_test.jsonl"
+    math500 = DATA / "math500_test.jsonl"
+    if gsm.exists():
+        sources.append(("gsm8k", [json.loads(l)["answer"].split("####")[-1].strip() for l in gsm.open()]))
+    if math500.exists():
+        sources.append(("math500", [json.loads(l)["answer"] for l in math500.open()]))
+    for source, refs in sources:
+        for ref in refs[:limit]:
+            for how, response in equivalent_forms(ref):
+                pairs.append({"source": source, "how": how, "response": response, "reference": ref, "label": True})
+            for how, response in different_forms(ref):
+                pairs.append({"source": source, "how": how, "response": response, "reference": ref, "label": False})
+    for category, answer, reference, expected in all_cases():
+        pairs.append({"source": "hand", "how": category, "response": as_response(category, answer),
+                      "reference": reference, "label": expected})
+    return pairs
+
+
+# ---- running the two verifiers -----------------------------------------------------------------
+
+def run_ours(pairs: list[dict]) -> list[tuple[bool, float]]:
+    verifier = MathVerifier()
+    verifier.verify("\\boxed{\\sqrt{2}}", "\\sqrt{2}")  # start the workers, as a training run would
+    out = []
+    for p in pairs:
+        start = time.perf_counter()
+        verdict = verifier.verify(p["response"], p["reference"])
+        out.append((verdict.correct, time.perf_counter() - start))
+    return out
+
+
+def _math_verify_child(pairs: list[dict], start: int, conn) -> None:
+    """Runs math-verify as its users do, one pair at a time, reporting (index, correct, seconds)."""
+    logging.disable(logging.CRITICAL)
+    from math_verify import parse, verify
+
+    parse("$1$"), verify(parse("$1$"), parse("$1$"))  # import-time and first-call costs are not per call
+    for i in range(start, len(pairs)):
+        p = pairs[i]
+        t = time.perf_counter()
+        try:
+            correct = bool(verify(parse(f"${p['reference']}$"), parse(p["response"])))
+        except Exception:  # noqa: BLE001  an exception is a wrong verdict for the benchmark
+            correct = False
+        conn.send((i, correct, time.perf_counter() - t))
+    conn.send(None)
+
+
+def run_math_verify(pairs: list[dict], hang_limit: float) -> list[tuple[bool, float]]:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    out: list = [None] * len(pairs)
+    start = 0
+    while start < len(pairs):
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_math_verify_child, args=(pairs, start, child), daemon=True)
+        proc.start()
+        child.close()
+        while True:
+            if not parent.poll(hang_limit + (30 if start == 0 or out[start - 1] is None else 0)):
+                i = next(j for j in range(start, len(pairs)) if out[j] is None)
+                out[i] = (False, hang_limit)
+                proc.kill()
+                proc.join()
+                start = i + 1
+                break
+            msg = parent.recv()
+            if msg is None:
+                proc.join()
+                start = len(pairs)
+                break
+            i, correct, seconds = msg
+            out[i] = (correct, seconds)
+    return out
+
+
+# ---- report ------------------------------------------------------------------------------------
+
+def summarise(name: str, pairs: list[dict], results: list[tuple[bool, float]]) -> dict:
+    right = [r[0] == p["label"] for p, r in zip(pairs, results)]
+    times = sorted(r[1] for r in results)
+    by_source = {}
+    for source in ("gsm8k", "math500", "hand"):
+        idx = [i for i, p in enumerate(pairs) if p["source"] == source]
+        if idx:
+            by_source[source] = sum(right[i] for i in idx) / len(idx)
+            by_source[f"{source}_ms"] = 1000 * sum(results[i][1] for i in idx) / len(idx)
+    eq = [right[i] for i, p in enumerate(pairs) if p["label"]]
+    ne = [right[i] for i, p in enumerate(pairs) if not p["label"]]
+    return {
+        "name": name, "accuracy": sum(right) / len(right), "equivalent": sum(eq) / len(eq),
+        "different": sum(ne) / len(ne), **by_source, "total_s": sum(times), "mean_ms": 1000 * sum(times) / len(times),
+        "median_ms": 1000 * statistics.median(times), "p99_ms": 1000 * times[int(0.99 * (len(times) - 1))],
+        "max_ms": 1000 * times[-1],
+    }
+
+
+def print_table(rows: list[dict], n: int) -> None:
+    cols = [("accuracy", "accuracy", "{:.4f}"), ("equivalent", "recall(eq)", "{:.4f}"), ("different", "reject(ne)", "{:.4f}"),
+            ("gsm8k", "gsm8k", "{:.4f}"), ("math500", "math500", "{:.4f}"), ("hand", "hand", "{:.4f}"),
+            ("gsm8k_ms", "gsm8k ms", "{:.3f}"), ("math500_ms", "math500 ms", "{:.3f}"), ("hand_ms", "hand ms", "{:.2f}"),
+            ("mean_ms", "mean ms", "{:.3f}"), ("median_ms", "median ms", "{:.3f}"), ("p99_ms", "p99 ms", "{:.1f}"),
+            ("max_ms", "max ms", "{:.0f}"), ("total_s", "total s", "{:.1f}")]
+    print(f"{n} labelled pairs, single calls, one process each\n")
+    print(f"{'verifier':<14}" + "".join(f"{title:>12}" for _, title, _ in cols))
+    for row in rows:
+        print(f"{row['name']:<14}" + "".join(f"{fmt.format(row[key]) if key in row else '-':>12}" for key, _, fmt in cols))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N answers of each data set")
+    parser.add_argument("--hang-limit", type=float, default=20.0, help="seconds before a math-verify call is cut off")
+    parser.add_argument("--show-errors", type=int, default=0, help="print up to N pairs each verifier gets wrong")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+
+    pairs = labelled_pairs(args.limit)
+    ours = run_ours(pairs)
+    theirs = run_math_verify(pairs, args.hang_limit)
+    rows = [summarise("ours", pairs, ours), summarise("math-verify", pairs, theirs)]
+    print_table(rows, len(pairs))
+    ratio = rows[1]["total_s"] / rows[0]["total_s"]
+    print(f"\nspeed ratio (math-verify time / our time, summed over single calls): {ratio:.1f}x")
+    if args.show_errors:
+        for name, results in (("ours", ours), ("math-verify", theirs)):
+            wrong = [(p, r) for p, r in zip(pairs, results) if r[0] != p["label"]]
+            print(f"\n{name} wrong on {len(wrong)} pairs; first {args.show_errors}:")
+            for p, r in wrong[: args.show_errors]:
+                print(f"  [{p['source']}/{p['how']}] label={p['label']} ref={p['reference']!r} response={p['response'][:80]!r}")
+    if args.json:
+        args.json.write_text(json.dumps({"pairs": len(pairs), "rows": rows, "speed_ratio": ratio}, indent=2))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()

@@ -152,6 +152,11 @@ def confine_program(cfg: dict, namespaced: bool, workdir: str) -> None:
         _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
         _mount_tmpfs(WORKDIR, cfg["disk_mb"])
         _mount_tmpfs("/tmp", cfg["disk_mb"])
+        try:  # kernels since 6.14 keep pid_max per pid namespace: a second cap on processes after seccomp
+            with open("/proc/sys/kernel/pid_max", "w") as f:
+                f.write("301")  # the smallest value the kernel accepts
+        except OSError:
+            pass
         _mount_tmpfs("/proc", 1)  # hides the runner and zygote; /proc of a nested pid namespace is refused
         workdir = WORKDIR
     os.chdir(workdir)

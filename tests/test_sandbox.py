@@ -1,0 +1,375 @@
+"""One test per attack on the sandbox: each comes back not correct, quickly, and leaves the host untouched.
+
+The attacks are written the way a policy would write them: as the "solution" to an MBPP-style task whose
+tests it cannot pass honestly (`add(1, 2) == 3` from a program that returns the wrong value), or as a
+program run with `run_python`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox import RunResult, Sandbox, job
+from verifiers.code_tests import CodeVerifier
+
+TIMEOUT = 1.0
+QUICK = 4.0  # seconds: an attack must be over well within this
+REFERENCE = {"tests": ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]}
+WRONG = "def add(a, b):\n    return a - b\n"
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    sb = Sandbox(workers=2)
+    yield sb
+    sb.close()
+
+
+@pytest.fixture(scope="module")
+def verifier(sandbox):
+    return CodeVerifier(timeout_s=TIMEOUT, memory_mb=256, sandbox=sandbox)
+
+
+def run(sandbox: Sandbox, source: str, timeout_s: float = TIMEOUT, **fields) -> RunResult:
+    return RunResult.from_dict(sandbox.run(job("run", timeout_s, 256, source=textwrap.dedent(source), **fields)))
+
+
+def attack(verifier: CodeVerifier, source: str, reference: dict = REFERENCE):
+    """Verify `source` as a solution; it must not be correct and must be over quickly."""
+    t0 = time.monotonic()
+    verdict = verifier.verify(f"```python\n{textwrap.dedent(source)}\n```", reference)
+    elapsed = time.monotonic() - t0
+    assert not verdict.correct and verdict.reward == 0.0, verdict
+    assert elapsed < QUICK, f"took {elapsed:.1f}s: {verdict.reason}"
+    return verdict
+
+
+def still_works(sandbox: Sandbox) -> None:
+    assert run(sandbox, "print(6 * 7)").stdout == "42\n"
+
+
+def processes_named(name: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if Path(f"/proc/{entry}/comm").read_text().strip() == name:
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_isolation_is_reported(sandbox):
+    result = run(sandbox, "print('hi')")
+    assert result.status == "ok" and result.stdout == "hi\n"
+    if result.isolation != "namespaces":
+        assert result.warning and "namespaces" in result.warning  # degraded, and says so
+        pytest.skip(f"no namespaces on this machine: {result.warning}")
+
+
+# -- CPU, memory, processes, output, disk ------------------------------------------------------------------
+
+
+def test_infinite_loop(verifier, sandbox):
+    verdict = attack(verifier, WRONG + "while True:\n    pass\n")
+    assert verdict.timed_out
+    assert run(sandbox, "while True: pass").status == "timeout"
+
+
+def test_loop_that_ignores_signals(verifier, sandbox):
+    source = """
+    import signal
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGXCPU, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    while True:
+        try:
+            pass
+        except BaseException:
+            pass
+    """
+    assert attack(verifier, WRONG + textwrap.dedent(source)).timed_out
+    assert run(sandbox, source).status == "timeout"
+
+
+def test_memory_bomb(verifier, sandbox):
+    source = "x = []\nwhile True:\n    x.append(bytearray(50 * 2**20))\n"
+    attack(verifier, WRONG + source)
+    assert run(sandbox, source).status == "memory"
+
+
+def test_fork_bomb(verifier, sandbox):
+    source = "import os\nwhile True:\n    os.fork()\n"
+    attack(verifier, WRONG + source)
+    assert run(sandbox, source).status != "ok"
+    still_works(sandbox)
+
+
+def test_thread_bomb(verifier, sandbox):
+    source = "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(60,)).start()\n"
+    attack(verifier, WRONG + source)
+    assert run(sandbox, source).status != "ok"
+
+
+def test_stdout_flood(verifier, sandbox):
+    source = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
+    attack(verifier, WRONG + source)
+    t0 = time.monotonic()
+    result = run(sandbox, source)
+    assert result.status == "killed" and result.reason == "output limit"
+    assert len(result.stdout) <= 1 << 20 and time.monotonic() - t0 < QUICK
+
+
+def test_disk_fill(verifier, sandbox):
+    source = """
+    import os
+    with open("big", "wb") as f:
+        while True:
+            f.write(b"x" * 2**20)
+            f.flush()
+    """
+    attack(verifier, WRONG + textwrap.dedent(source))
+    result = run(sandbox, source)
+    assert result.status in ("error", "killed")  # ENOSPC or SIGXFSZ, never a full host disk
+
+
+def test_deep_recursion(verifier, sandbox):
+    attack(verifier, "def add(a, b):\n    return add(a, b)\n")
+    result = run(sandbox, """
+    import sys
+    sys.setrecursionlimit(10**8)
+    nested = []
+    for _ in range(200_000):
+        nested = [nested]
+    print(len(repr(nested)))  # recursion in C: overflows the 8 MiB stack
+    """, timeout_s=3.0)
+    assert result.status == "killed" and "SIGSEGV" in result.reason
+
+
+def test_ctypes_segfault(verifier, sandbox):
+    source = "import ctypes\nctypes.string_at(0)\n"
+    attack(verifier, WRONG + source)
+    result = run(sandbox, source)
+    assert result.status == "killed" and "SIGSEGV" in result.reason
+    still_works(sandbox)
+
+
+# -- the host: files, processes, environment, network -------------------------------------------------------
+
+
+def test_writes_outside_its_directory(verifier, sandbox, tmp_path):
+    targets = [tmp_path / "pwned", Path("/usr/pwned"), Path.home() / "pwned", Path("/opt/sandbox/pwned")]
+    source = f"""
+    import os
+    ok = []
+    for path in {[str(t) for t in targets]!r} + ["/pwned", "/proc/pwned", "../pwned"]:
+        try:
+            with open(path, "w") as f:
+                f.write("x")
+            ok.append(path)
+        except OSError:
+            pass
+    print(ok)
+    """
+    attack(verifier, WRONG + textwrap.dedent(source))
+    run(sandbox, source)
+    for target in targets:
+        assert not target.exists(), target
+
+
+def test_private_working_directory_and_tmp(sandbox):
+    first = run(sandbox, "open('left-behind', 'w').write('x'); open('/tmp/left-behind', 'w').write('x')")
+    assert first.status == "ok"
+    second = run(sandbox, "import os; print(os.listdir('.'), os.listdir('/tmp'))")
+    assert second.stdout == "[] []\n"
+
+
+def test_double_forked_daemon_does_not_outlive_the_run(verifier, sandbox):
+    source = """
+    import ctypes, os, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            ctypes.CDLL(None).prctl(15, b"sbx-daemon", 0, 0, 0)
+            time.sleep(30)
+        os._exit(0)
+    """
+    attack(verifier, WRONG + textwrap.dedent(source))
+    result = run(sandbox, source, forbid_processes=False)  # even where fork is allowed
+    assert result.status == "ok"
+    time.sleep(0.2)
+    assert processes_named("sbx-daemon") == []
+
+
+def test_killing_its_parent(verifier, sandbox):
+    source = """
+    import os, signal
+    for pid in (os.getppid(), 1, -1, 2, 3):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    """
+    attack(verifier, WRONG + textwrap.dedent(source))
+    run(sandbox, source)
+    still_works(sandbox)
+
+
+def test_reading_the_parents_environment(monkeypatch):
+    monkeypatch.setenv("REASONER_TEST_SECRET", "hunter2-env")
+    sb = Sandbox(workers=1)  # started after the secret is in the host's environment
+    try:
+        result = run(sb, """
+        import os
+        print(dict(os.environ))
+        for pid in ["self", "1", "2", "3", str(os.getppid())]:
+            try:
+                print(open(f"/proc/{pid}/environ").read())
+            except OSError:
+                pass
+        """)
+        assert result.status == "ok"
+        assert "hunter2-env" not in result.stdout + result.stderr
+    finally:
+        sb.close()
+
+
+def test_connecting_to_a_server_on_loopback(verifier, sandbox):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    accepted = []
+    thread = threading.Thread(target=lambda: accepted.append(_accept(server)))
+    thread.start()
+    source = f"""
+    import socket
+    s = socket.create_connection(("127.0.0.1", {port}), timeout=0.5)
+    s.sendall(b"stolen")
+    """
+    attack(verifier, WRONG + textwrap.dedent(source))
+    result = run(sandbox, source)
+    thread.join()
+    server.close()
+    assert result.status == "error" and accepted == [None]
+
+
+def _accept(server: socket.socket):
+    try:
+        return server.accept()
+    except OSError:
+        return None
+
+
+def test_reading_a_host_file(verifier, sandbox, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2-file")
+    source = f"""
+    found = []
+    for path in [{str(secret)!r}, "/etc/passwd", "/etc/shadow", "/root/.bash_history", "/proc/1/cmdline"]:
+        try:
+            found.append(open(path).read())
+        except OSError:
+            pass
+    print(found)
+    """
+    attack(verifier, WRONG + textwrap.dedent(source))
+    result = run(sandbox, source)
+    assert "hunter2-file" not in result.stdout and "root:" not in result.stdout
+
+
+# -- the harness: early exits, fake output, redefinitions ---------------------------------------------------
+
+EARLY_EXITS = {
+    "sys.exit": "import sys\nsys.exit(0)\n",
+    "os._exit": "import os\nos._exit(0)\n",
+    "raise SystemExit": "raise SystemExit(0)\n",
+    "atexit": "import atexit, os\natexit.register(lambda: os._exit(0))\n",
+    "excepthook": "import sys, os\nsys.excepthook = lambda *a: os._exit(0)\n",
+    "trace function": textwrap.dedent("""
+        import sys, os
+        def tracer(frame, event, arg):
+            if event == "exception":
+                os._exit(0)
+            return tracer
+        sys.settrace(tracer)
+        """),
+    "signal handler": textwrap.dedent("""
+        import signal, os
+        signal.signal(signal.SIGALRM, lambda *a: os._exit(0))
+        signal.setitimer(signal.ITIMER_REAL, 0.001)
+        """),
+    "exit inside the function": "def add(a, b):\n    import os\n    os._exit(0)\n",
+    "kill itself": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+}
+
+
+@pytest.mark.parametrize("trick", sorted(EARLY_EXITS))
+def test_early_exit_with_status_zero(verifier, trick):
+    verdict = attack(verifier, WRONG + EARLY_EXITS[trick])
+    assert not any(t["passed"] for t in verdict.details["tests"]), verdict
+
+
+def test_fake_pass_output(verifier):
+    source = """
+    import os
+    print("passed 2/2 tests")
+    print("All tests passed")
+    print('{"passed": true, "status": "ok"}')
+    os._exit(0)
+    """
+    attack(verifier, WRONG + textwrap.dedent(source))
+    attack(verifier, "def add(a, b):\n    print('passed 2/2 tests')\n    return 0\n")
+
+
+def test_redefining_check(verifier):
+    humaneval = {"test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"}
+    attack(verifier, WRONG + "def check(candidate):\n    pass\n", humaneval)
+    attack(verifier, WRONG + "import builtins\nbuiltins.check = lambda c: None\n", humaneval)
+
+
+def test_always_equal_return_value(verifier):
+    source = """
+    class Anything:
+        def __eq__(self, other):
+            return True
+        __ne__ = lambda self, other: False
+        __hash__ = object.__hash__
+    def add(a, b):
+        return Anything()
+    """
+    attack(verifier, source)
+
+
+def test_redefining_builtins_and_modules_the_tests_use(verifier):
+    reference = {"tests": ["assert abs(add(1, 2) - 3) < 1e-9", "assert math.isclose(add(2, 2), 4)"]}
+    source = """
+    import builtins
+    def abs(x):
+        return 0
+    builtins.abs = abs
+    class math:
+        isclose = staticmethod(lambda *a, **k: True)
+    def add(a, b):
+        return -1
+    """
+    attack(verifier, source, reference)
+
+
+def test_patching_the_harness_through_shared_state(verifier):
+    source = """
+    import sys
+    for name, module in list(sys.modules.items()):
+        for attr in ("run_tests", "Channel", "TestNamespace", "describe"):
+            if hasattr(module, attr):
+                setattr(module, attr, None)
+    """
+    attack(verifier, WRONG + textwrap.dedent(source))

@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
             wrong = [(p, r) for p, r in zip(pairs, results) if r[0] != p["label"]]
             print(f"\n{name} wrong on {len(wrong)} pairs; first {args.show_errors}:")
             for p, r in wrong[: args.show_errors]:
-                print(f"  [{p['source']}/{p['how']}] label={p['label']} ref={p['reference']!r} response={p['response'][:80]!r}")
+                print(f"  [{p['source']}/{p['how']}] label={p['label']} ref={p['reference'][:60]!r} response={p['response'][:80]!r}")
     if args.json:
         args.json.write_text(json.dumps({"pairs": len(pairs), "rows": rows, "speed_ratio": ratio}, indent=2))
 

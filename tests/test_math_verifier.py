@@ -81,36 +81,41 @@ def test_dataset_answers_verify_against_themselves(verifier, name, field_of, siz
     assert not accepted, accepted[:10]
 
 
+# name: (response, reference, expected verdict, or None where only the time bound is asserted)
 PATHOLOGICAL = {
-    "tower of powers": ("$\\boxed{9^{9^{9^9}}}$", "9^{9^{9^8}}"),
-    "tower against a number": ("$\\boxed{9^{9^{9^9}}}$", "3"),
-    "million characters": ("Let me think. " * 71_500 + "\\boxed{5}", "5"),
-    "million characters, no box": ("7 " * 500_000, "7"),
-    "million-character box": ("\\boxed{" + "1+" * 500_000 + "1}", "3"),
-    "400-deep parentheses": ("\\boxed{" + "(" * 400 + "1" + ")" * 400 + "}", "1"),
-    "400-deep unbalanced": ("\\boxed{" + "(" * 400 + "1}", "1"),
-    "3000-term sum": ("\\boxed{" + "+".join(f"x^{{{k}}}" for k in range(3000)) + "}", "x"),
-    "3000-term numeric sum": ("\\boxed{" + "+".join(["1"] * 3000) + "}", "3000"),
-    "huge factorial": ("\\boxed{10^{7}!}", "1"),
-    "many unclosed boxes": ("\\boxed{(" * 20_000, "1"),
-    "deep fractions": ("\\boxed{" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "}", "2"),
+    "tower of powers": ("$\\boxed{9^{9^{9^9}}}$", "9^{9^{9^8}}", False),
+    "tower against a number": ("$\\boxed{9^{9^{9^9}}}$", "3", False),
+    "million characters": ("Let me think. " * 71_500 + "\\boxed{5}", "5", True),
+    "million characters, no box": ("7 " * 500_000, "7", True),
+    "million-character box": ("\\boxed{" + "1+" * 500_000 + "1}", "3", False),
+    "400-deep parentheses": ("\\boxed{" + "(" * 400 + "1" + ")" * 400 + "}", "1", True),
+    "400-deep parentheses in a sum": ("\\boxed{1+" + "(" * 400 + "1" + ")" * 400 + "}", "2", None),
+    "400-deep unbalanced": ("\\boxed{" + "(" * 400 + "1}", "1", False),
+    "3000-term sum": ("\\boxed{" + "+".join(f"x^{{{k}}}" for k in range(3000)) + "}", "x", False),
+    "3000-term numeric sum": ("\\boxed{" + "+".join(["1"] * 3000) + "}", "3000", True),
+    "huge factorial": ("\\boxed{10^{7}!}", "1", False),
+    "many unclosed boxes": ("\\boxed{(" * 20_000, "1", False),
+    "deep fractions": ("\\boxed{" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "}", "2", None),
 }
 
 
 @pytest.mark.parametrize("name", list(PATHOLOGICAL))
 def test_pathological_inputs_return_within_bound(verifier, name):
-    response, reference = PATHOLOGICAL[name]
+    response, reference, expected = PATHOLOGICAL[name]
     start = time.monotonic()
     verdict = verifier.verify(response, reference)
     assert time.monotonic() - start < 5.0
     assert isinstance(verdict, Verdict)
+    if expected is not None:
+        assert verdict.correct is expected, verdict.reason
 
 
 def test_timeout_is_its_own_reason():
-    slow = PATHOLOGICAL["3000-term sum"]
+    # a long sum that no worker has parsed (and cached) before: parsing alone takes about a second
+    fresh = "+".join(f"{time.time_ns() % 1000 + k}x^{{{k}}}" for k in range(3000))
     verifier = MathVerifier(timeout_s=0.2)
     start = time.monotonic()
-    verdict = verifier.verify(*slow)
+    verdict = verifier.verify(f"\\boxed{{{fresh}}}", "x")
     assert time.monotonic() - start < 1.0
     assert verdict.timed_out and not verdict.correct and verdict.reward == 0.0
     assert verdict.reason == "timeout after 0.2s"

@@ -149,9 +149,37 @@ def _balanced(s: str) -> bool:
     return depth == 0
 
 
+def strip_outer_parentheses(s: str) -> str:
+    """`((((1))))` -> `1`, in one linear pass; one pair is kept around a top-level comma, `((1,2))` -> `(1,2)`.
+
+    Redundant nesting is cheap to write and expensive to parse (Python's parser, which sympy's uses,
+    refuses more than 200 levels), so it is removed before any parser sees it.
+    """
+    n = len(s)
+    if n < 2 or s[0] != "(" or s[-1] != ")":
+        return s
+    match, stack = {}, []
+    for i, c in enumerate(s):
+        if c == "(":
+            stack.append(i)
+        elif c == ")":
+            if not stack:
+                return s
+            match[stack.pop()] = i
+    if stack:
+        return s
+    depth = 0
+    while depth < n // 2 and s[depth] == "(" and match.get(depth) == n - 1 - depth:
+        depth += 1
+    inner = s[depth : n - depth]
+    if depth and len(split_top_level(inner, (",",))) > 1:
+        depth -= 1
+    return s[depth : n - depth].strip()
+
+
 def parse_answer(s: str):
     """The value of a normalised answer string. Raises ParseError or TooLarge."""
-    s = s.strip()
+    s = strip_outer_parentheses(s.strip())
     if not s:
         raise ParseError("empty answer")
     if len(s) > _MAX_PARSE_CHARS * 20:
@@ -183,6 +211,8 @@ def parse_answer(s: str):
             values = tuple(parse_answer(p) for p in parts)
             if len(values) == 2 and not (s[0] == "(" and s[-1] == ")"):
                 return IntervalValue(s[0] == "(", values[0], values[1], s[-1] == ")")
+            if (s[0] == "(") != (s[-1] == ")"):
+                raise ParseError("mismatched brackets around a list of more than two elements")
             return Items("tuple", values)
 
     parts = split_top_level(s, (",", ";", "\\text{ and }", " and ", " or "))
@@ -274,9 +304,10 @@ def _parse_plain(s: str) -> sympy.Expr:
     Long sums are parsed term by term: Python's compiler, which sympy's parser goes through, nests
     `a + b + c ...` one level per term and overflows its recursion limit near a thousand terms.
     """
-    terms = _split_sum(s) if len(s) > 500 else None
-    if terms and len(terms) > 1:
-        return sympy.Add(*[_parse_plain(t) if sign == "+" else -_parse_plain(t) for sign, t in terms], evaluate=False)
+    terms = _split_sum(s) if len(s) > 2000 else None
+    if terms and len(terms) > _SUM_CHUNK:
+        chunks = ["".join(f"{sign}({t})" for sign, t in terms[k : k + _SUM_CHUNK]) for k in range(0, len(terms), _SUM_CHUNK)]
+        return sympy.Add(*[_parse_plain(c) for c in chunks], evaluate=False)
     names = {}
     for name in set(_IDENTIFIER.findall(s)):
         if name in _FUNCTIONS:
@@ -300,6 +331,9 @@ def _parse_plain(s: str) -> sympy.Expr:
     if not isinstance(expr, sympy.Expr):
         raise ParseError(f"not an expression: {s!r}")
     return expr
+
+
+_SUM_CHUNK = 200  # terms per parser call: well under the compiler's nesting limit, few calls
 
 
 def _split_sum(s: str) -> list[tuple[str, str]]:

@@ -8,6 +8,7 @@ whatever the seed or the sizes asked for.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from collections.abc import Callable, Iterator
 from fractions import Fraction
@@ -45,22 +46,29 @@ def _frac_forms(q: Fraction, rng: random.Random) -> str:
 
 def math_addition(rng: random.Random) -> tuple[str, str, str]:
     a, b = rng.randint(10, 99), rng.randint(10, 99)
-    return f"What is {a} + {b}?", str(a + b), f"{a} + {b} = {a + b}. \\boxed{{{a + b}}}"
+    tens, ones = a - a % 10 + b - b % 10, a % 10 + b % 10
+    work = f"{a} + {b} = {a - a % 10} + {b - b % 10} + {a % 10} + {b % 10} = {tens} + {ones} = {a + b}."
+    return f"What is {a} + {b}?", str(a + b), f"{work} \\boxed{{{a + b}}}"
 
 
 def math_multiplication(rng: random.Random) -> tuple[str, str, str]:
     a, b = rng.randint(2, 9), rng.randint(11, 99)
     tens, ones = b - b % 10, b % 10
-    work = f"{a} * {tens} = {a * tens}, {a} * {ones} = {a * ones}, sum {a * b}."
+    work = f"{a} * {b} = {a} * {tens} + {a} * {ones} = {a * tens} + {a * ones} = {a * b}."
     return f"What is {a} * {b}?", str(a * b), f"{work} \\boxed{{{a * b}}}"
 
 
 def math_fraction(rng: random.Random) -> tuple[str, str, str]:
     p, q = Fraction(rng.randint(1, 7), rng.randint(2, 8)), Fraction(rng.randint(1, 7), rng.randint(2, 8))
     total = p + q
+    common = p.denominator * q.denominator // math.gcd(p.denominator, q.denominator)
+    top = p.numerator * (common // p.denominator) + q.numerator * (common // q.denominator)
+    steps = [f"{p} + {q}", f"{p.numerator * (common // p.denominator)}/{common} + "
+             f"{q.numerator * (common // q.denominator)}/{common}", f"{top}/{common}"]
+    if Fraction(top, common).denominator != common:
+        steps.append(str(total))
     answer = _frac_forms(total, rng)
-    work = f"{p} + {q} = {total}."
-    return f"Add the fractions {p} + {q}.", _frac_latex(total), f"{work} \\boxed{{{answer}}}"
+    return f"Add the fractions {p} + {q}.", _frac_latex(total), f"{' = '.join(steps)}. \\boxed{{{answer}}}"
 
 
 def math_linear(rng: random.Random) -> tuple[str, str, str]:

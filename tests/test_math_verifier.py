@@ -205,3 +205,22 @@ def test_normalise(raw, text, flags):
 ])
 def test_parse_rational(text, value):
     assert parse_rational(text) == value
+
+
+_FUZZ_TOKENS = ["\\frac{", "}", "{", "(", ")", "[", "]", "^", "\\sqrt", "x", "1", "9", "0", "=", ",", "\\pi", "\\text{",
+                "\\$", "%", "-", "+", "\\boxed{", "$", "\\cup", "\\pm", ".", "i", "\\infty", "\\begin{pmatrix}", "\\\\",
+                "&", "\\end{pmatrix}", "!", "\\left(", "\\right)", "_", "\\{", "\\}", "<", "\\le", " ", "e", "\\sin"]
+
+
+def test_random_token_soup_never_raises(verifier):
+    """Malformed input of every shape gives a verdict; none raises, none runs past the bound."""
+    import random
+
+    rng = random.Random(0)
+    responses = ["".join(rng.choice(_FUZZ_TOKENS) for _ in range(rng.randint(1, 40))) for _ in range(300)]
+    references = ["1", "x", "\\frac{1}{2}", "(1,2]", "\\{1,2\\}", "\\sqrt{2}"]
+    pairs = [(r if k % 2 else f"\\boxed{{{r}}}", references[k % len(references)]) for k, r in enumerate(responses)]
+    start = time.monotonic()
+    verdicts = verifier.verify_batch(pairs)
+    assert all(isinstance(v, Verdict) and v.reward in (0.0, 1.0) for v in verdicts)
+    assert time.monotonic() - start < 20

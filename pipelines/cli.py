@@ -1,0 +1,87 @@
+"""The `reasoner` console script: one subcommand per stage, options generated from each stage's config."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from reasoner import config as cfg
+
+STAGES = {  # command -> module in pipelines/ with CONFIG, HELP and run_stage(config)
+    "init-model": "init_model", "sft": "sft", "curate": "curate", "train": "train", "eval": "eval",
+    "report": "report", "run": "run", "verify": "verify",
+}
+POSITIONAL = {"report": "run_dir"}  # `reasoner report RUN_DIR`
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(f"pipelines.{name}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="reasoner", description="RL from verifiable rewards on math and code.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command, module_name in STAGES.items():
+        module = _module(module_name)
+        p = sub.add_parser(command, help=module.HELP, description=module.HELP)
+        p.set_defaults(module=module_name)
+        if command in POSITIONAL:
+            p.add_argument(POSITIONAL[command], help="the run directory")
+        if command == "run":
+            p.add_argument("--config", dest="config_file", help="YAML or JSON file, one section per stage")
+            p.add_argument("--hostfile", dest="hostfile", help="DeepSpeed hostfile for several machines")
+            cfg.add_arguments(p, cfg.RunConfig, flatten=False)
+        else:
+            cfg.add_arguments(p, module.CONFIG, skip=tuple(POSITIONAL.values()))
+    data = sub.add_parser("data", help="dataset tools").add_subparsers(dest="data_command", required=True)
+    imp = data.add_parser("import", help="convert a public dataset file into task records")
+    imp.add_argument("input", help="input file")
+    imp.add_argument("--format", required=True, choices=["gsm8k", "math", "humaneval", "mbpp"])
+    imp.add_argument("--output", required=True)
+    imp.set_defaults(module="data_import")
+    sub.add_parser("verifiers", help="list registered verifier names").set_defaults(module=None)
+    return parser
+
+
+def make_config(args: argparse.Namespace):
+    module = _module(args.module)
+    if args.module == "run":
+        config = cfg.RunConfig()
+        if args.config_file:
+            config = cfg.from_dict(cfg.RunConfig, cfg.load_file(args.config_file), args.config_file)
+        return cfg.apply_overrides(config, args)
+    return cfg.apply_overrides(module.CONFIG(), args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pipelines.common import setup_logging
+
+    args = build_parser().parse_args(argv)
+    if args.command == "verifiers":
+        import verifiers
+
+        print("\n".join(verifiers.names()))
+        return 0
+    config = make_config(args)
+    log_dir = Path(config.output) if args.command == "run" else None
+    setup_logging(log_dir, args.verbose)
+    from data.records import DataError
+    from reasoner.modeling import ModelDirError
+    from verifiers import UnknownVerifierError
+
+    try:
+        _module(args.module).run_stage(config)
+    except (DataError, ModelDirError, UnknownVerifierError, ValueError, FileNotFoundError) as exc:
+        logging.getLogger("reasoner").debug("failed", exc_info=True)
+        print(f"reasoner {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""`reasoner run`: the whole chain into one run directory, continuing where a previous run stopped.
+
+    init-model -> sft -> eval (start) -> curate -> train -> eval (final) -> summary.json -> report
+
+Each finished stage is recorded in DIR/stages.json and skipped next time; training resumes from its
+last checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+
+from data.records import write_json, write_tasks
+from data.synthetic import generate
+from pipelines import curate, eval as eval_stage, init_model, report, sft, train
+from pipelines.common import StageBook, save_stage_config
+from reasoner import config as cfg
+
+HELP = "run the whole pipeline (init-model, sft, eval, curate, train, eval, report) into a directory"
+CONFIG = cfg.RunConfig
+log = logging.getLogger("reasoner.run")
+
+
+def plan(config: cfg.RunConfig) -> dict[str, object]:
+    """Every stage's config, derived from the run config in this one place."""
+    out = Path(config.output)
+    tasks_train = config.data or str(out / "tasks" / "train.jsonl")
+    tasks_heldout = config.heldout or str(out / "tasks" / "heldout.jsonl")
+    start_model = config.model or str(out / "init")
+    do_sft = config.sft_steps > 0 or (config.sft_steps < 0 and not config.model)
+    sft_config = dataclasses.replace(config.sft, model=start_model, data=tasks_train, output=str(out / "sft"),
+                                     steps=config.sft_steps if config.sft_steps > 0 else config.sft.steps)
+    policy = str(out / "sft" / "model") if do_sft else start_model
+    curate_config = dataclasses.replace(config.curate, model=policy, data=tasks_train,
+                                        output=str(out / "curate" / "curated.jsonl"),
+                                        sampling=dataclasses.replace(config.train.sampling))
+    train_config = dataclasses.replace(config.train, model=policy, data=curate_config.output,
+                                       output=str(out / "train"), metrics=str(out / "metrics.jsonl"),
+                                       algo=config.algo)
+    final_model = str(out / "train" / "final")
+    evals = {name: dataclasses.replace(config.eval, model=model, data=tasks_heldout,
+                                       output=str(out / "eval" / f"{name}.json"))
+             for name, model in (("start", policy), ("final", final_model))}
+    return {"tasks": (tasks_train, tasks_heldout), "init": start_model, "do_sft": do_sft, "sft": sft_config,
+            "curate": curate_config, "train": train_config, "eval_start": evals["start"],
+            "eval_final": evals["final"], "final_model": final_model}
+
+
+def run_stage(config: cfg.RunConfig) -> Path:
+    out = Path(config.output)
+    out.mkdir(parents=True, exist_ok=True)
+    saved = out / "run_config.json"
+    if saved.is_file():
+        stored = cfg.from_dict(cfg.RunConfig, json.loads(saved.read_text()), str(saved))
+        if cfg.to_dict(stored) != cfg.to_dict(config):
+            log.warning("run: %s exists; continuing with its saved config (start a new directory to change it)", saved)
+        config = stored
+    else:
+        save_stage_config(config, out, "run_config.json")
+    book = StageBook(out)
+    steps = plan(config)
+    started = time.time()
+
+    def stage(name: str, fn, *args) -> None:
+        if book.done(name):
+            log.info("run: %s already done, skipping", name)
+            return
+        log.info("run: ---- %s ----", name)
+        t0 = time.time()
+        fn(*args)
+        book.mark(name, time.time() - t0)
+
+    if not config.data or not config.heldout:
+        stage("tasks", write_builtin_tasks, config, out / "tasks")
+    if not config.model:
+        stage("init-model", init_model.run_stage, cfg.InitModelConfig(output=steps["init"], seed=config.seed))
+    if steps["do_sft"]:
+        stage("sft", sft.run_stage, steps["sft"])
+    stage("eval-start", eval_stage.run_stage, steps["eval_start"])
+    stage("curate", curate.run_stage, steps["curate"])
+    stage("train", launch_training, steps["train"], config)
+    stage("eval-final", eval_stage.run_stage, steps["eval_final"])
+    summary = write_summary(config, steps, book)
+    stage("report", report.run_stage, cfg_report(out))
+    book.entries.pop("report", None)  # the report is cheap and always redrawn from the latest files
+    write_json(out / "stages.json", book.entries)
+    log.info("run: finished in %.0fs this time (%.0fs in all)", time.time() - started, summary["seconds"])
+    for family, values in summary["families"].items():
+        log.info("run: %-5s pass@1 %.3f -> %.3f", family, values["start"]["pass@1"], values["final"]["pass@1"])
+    print(f"run directory: {out}\nreport: {out / 'report.html'}\nsummary: {out / 'summary.json'}")
+    return out
+
+
+def cfg_report(out: Path):
+    return report.ReportConfig(run_dir=str(out))
+
+
+def write_builtin_tasks(config: cfg.RunConfig, directory: Path) -> None:
+    """The built-in math and code families, train and held-out splits (disjoint by construction)."""
+    train_tasks = [t for fam in ("math", "code") for t in generate(fam, "train", config.train_tasks, config.seed)]
+    heldout = [t for fam in ("math", "code") for t in generate(fam, "heldout", config.heldout_tasks, config.seed)]
+    write_tasks(directory / "train.jsonl", train_tasks)
+    write_tasks(directory / "heldout.jsonl", heldout)
+    log.info("run: wrote %d training and %d held-out built-in tasks to %s", len(train_tasks), len(heldout), directory)
+
+
+def launch_training(train_config: cfg.TrainConfig, config: cfg.RunConfig) -> None:
+    train.run_stage(train_config)
+
+
+def write_summary(config: cfg.RunConfig, steps: dict, book: StageBook) -> dict:
+    out = Path(config.output)
+    start = json.loads(Path(steps["eval_start"].output).read_text())
+    final = json.loads(Path(steps["eval_final"].output).read_text())
+    families = {}
+    for family in sorted(set(start["by"].get("family", {})) | set(final["by"].get("family", {}))):
+        pick = lambda report: {k: v for k, v in report["by"]["family"].get(family, {}).items()
+                               if k.startswith("pass@") and "ci" not in k}
+        families[family] = {"start": pick(start), "final": pick(final)}
+    summary = {
+        "algo": config.algo,
+        "world_size": config.nproc,
+        "seconds": round(book.seconds()),
+        "final_model": str(Path(steps["final_model"]).resolve()),
+        "start_model": str(Path(steps["train"].model).resolve()),
+        "families": families,
+        "overall": {"start": {k: v for k, v in start["overall"].items() if k.startswith("pass@") and "ci" not in k},
+                    "final": {k: v for k, v in final["overall"].items() if k.startswith("pass@") and "ci" not in k}},
+        "stages": book.entries,
+    }
+    write_json(out / "summary.json", summary)
+    return summary

@@ -1,0 +1,1 @@
+"""The algorithms' math as pure functions of tensors: advantages, KL estimators, losses, aggregation."""

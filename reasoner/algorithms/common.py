@@ -1,0 +1,89 @@
+"""Pieces every policy-gradient loss shares: KL estimators, loss aggregation, the clipped surrogate.
+
+Shapes: B sequences, T response tokens. `mask` is 1.0 on real response tokens and 0.0 on padding.
+Aggregators take the sizes of the whole batch (not the micro-batch) so that gradient accumulation over
+micro-batches and ranks sums to exactly the full-batch loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+# ------------------------------------------------------------------------------------ KL estimators
+# Schulman, "Approximating KL divergence" (2020): unbiased k1, low-variance k2, unbiased and positive k3,
+# estimating KL(pi || pi_ref) from samples of pi. log_ratio = logp - ref_logp.
+
+def kl_k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    return logp - ref_logp
+
+
+def kl_k2(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    return 0.5 * (logp - ref_logp) ** 2
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - log_ratio - 1.0
+
+
+KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
+
+
+# ------------------------------------------------------------------------------------ aggregation
+
+@dataclass(frozen=True)
+class BatchSizes:
+    """Denominators of the whole optimiser batch, across micro-batches and ranks."""
+
+    tokens: int  # response tokens in the batch
+    sequences: int  # responses in the batch
+    max_new_tokens: int  # the generation length cap, Dr. GRPO's constant
+
+
+def token_mean(loss: torch.Tensor, mask: torch.Tensor, sizes: BatchSizes) -> torch.Tensor:
+    """Every token weighs the same (DAPO, Yu et al. 2025): long answers are not diluted."""
+    return (loss * mask).sum() / sizes.tokens
+
+
+def sequence_mean(loss: torch.Tensor, mask: torch.Tensor, sizes: BatchSizes) -> torch.Tensor:
+    """Mean over sequences of each sequence's token mean (original GRPO, Shao et al. 2024)."""
+    per_sequence = (loss * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [B]
+    return per_sequence.sum() / sizes.sequences
+
+
+def constant_normaliser(loss: torch.Tensor, mask: torch.Tensor, sizes: BatchSizes) -> torch.Tensor:
+    """Sum over tokens divided by sequences x max length (Dr. GRPO, Liu et al. 2025): no length bias."""
+    return (loss * mask).sum() / (sizes.sequences * sizes.max_new_tokens)
+
+
+AGGREGATIONS = {"token_mean": token_mean, "sequence_mean": sequence_mean, "dr_grpo": constant_normaliser}
+
+
+# ------------------------------------------------------------------------------------ clipped surrogate
+
+def clipped_policy_loss(
+    logp: torch.Tensor,  # [B, T] log-probs of the sampled tokens under the current policy
+    old_logp: torch.Tensor,  # [B, T] the same under the policy that sampled them
+    advantages: torch.Tensor,  # [B, T] or [B, 1]
+    mask: torch.Tensor,  # [B, T]
+    clip_low: float,
+    clip_high: float,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO's clipped surrogate per token (Schulman et al. 2017), with DAPO's asymmetric range."""
+    ratio = torch.exp(logp - old_logp)  # [B, T]
+    unclipped = ratio * advantages  # [B, T]
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * advantages  # [B, T]
+    loss = -torch.minimum(unclipped, clipped)  # [B, T]
+    stats = {
+        "clip_frac_low": masked_mean(((ratio < 1.0 - clip_low) & (advantages < 0)).float(), mask).detach(),
+        "clip_frac_high": masked_mean(((ratio > 1.0 + clip_high) & (advantages > 0)).float(), mask).detach(),
+        "ratio_mean": masked_mean(ratio, mask).detach(),
+    }
+    return loss, stats

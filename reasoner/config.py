@@ -1,0 +1,213 @@
+"""One typed config per stage. Dashes on the command line, underscores here; each stage saves its config
+verbatim into its output directory, and `reasoner run --config FILE` takes a YAML or JSON file with one
+section per stage (`sft:`, `train:`, ...) overriding these defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def opt(default: Any, help: str, **kwargs):
+    """A config field with its `--help` text."""
+    return field(default=default, metadata={"help": help, **kwargs})
+
+
+@dataclass
+class SamplingConfig:
+    max_new_tokens: int = opt(48, "length cap of a response, in tokens")
+    temperature: float = opt(1.0, "sampling temperature")
+    top_p: float = opt(1.0, "nucleus sampling mass")
+
+
+@dataclass
+class InitModelConfig:
+    output: str = opt("", "directory to write the model to")
+    preset: str = opt("tiny", "model shape: tiny (about 2M parameters) or micro (tests)")
+    seed: int = opt(0, "seed of the weights and the tokenizer's corpus")
+
+
+@dataclass
+class SFTConfig:
+    model: str = opt("", "model directory to start from")
+    data: str = opt("", "task records whose meta.solution is the target (default: built-in train tasks)")
+    output: str = opt("", "directory to write the fine-tuned model to")
+    steps: int = opt(600, "optimiser steps")
+    batch_size: int = opt(64, "sequences per step")
+    lr: float = opt(2e-3, "peak learning rate (linear warm-up, cosine decay)")
+    warmup_steps: int = opt(30, "warm-up steps")
+    weight_decay: float = opt(0.01, "AdamW weight decay")
+    seed: int = opt(0, "seed")
+
+
+@dataclass
+class EvalConfig:
+    model: str = opt("", "model directory to evaluate")
+    data: str = opt("", "held-out task records")
+    output: str = opt("", "report path (JSON); samples go beside it")
+    n: int = opt(8, "samples per task")
+    k: str = opt("1,4,8", "comma-separated k of pass@k (each at most n)")
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    seed: int = opt(1234, "sampling seed")
+    backend: str = opt("hf", "generation backend: hf or vllm")
+
+
+@dataclass
+class CurateConfig:
+    model: str = opt("", "policy to estimate pass rates with")
+    data: str = opt("", "candidate task records")
+    output: str = opt("", "curated task records (JSONL); the histogram goes beside it")
+    samples_per_prompt: int = opt(8, "samples per prompt used to estimate its pass rate")
+    band_low: float = opt(0.05, "keep prompts whose pass rate is at least this")
+    band_high: float = opt(0.95, "... and at most this")
+    max_prompts: int = opt(0, "cap on kept prompts, balanced across families (0: no cap)")
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    seed: int = opt(99, "sampling seed")
+    backend: str = opt("hf", "generation backend: hf or vllm")
+
+
+@dataclass
+class TrainConfig:
+    model: str = opt("", "policy to start from (and the reference model)")
+    data: str = opt("", "training task records (typically curated)")
+    output: str = opt("", "directory for checkpoints and the final model")
+    metrics: str = opt("", "metrics JSONL path (default: OUTPUT/metrics.jsonl)")
+    algo: str = opt("grpo", "grpo, ppo or dpo")
+    steps: int = opt(120, "optimiser steps")
+    prompts_per_step: int = opt(16, "prompts per step")
+    group_size: int = opt(8, "samples per prompt")
+    lr: float = opt(5e-4, "learning rate (constant after warm-up)")
+    warmup_steps: int = opt(5, "warm-up steps")
+    grad_clip: float = opt(1.0, "gradient norm clip")
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    beta: float = opt(0.0, "KL coefficient; 0 loads no reference model")
+    kl_estimator: str = opt("k3", "k1, k2 or k3")
+    clip_low: float = opt(0.2, "lower clip range eps_low")
+    clip_high: float = opt(0.28, "upper clip range eps_high (DAPO's clip-higher)")
+    aggregation: str = opt("token_mean", "token_mean, sequence_mean or dr_grpo")
+    scale_by_std: bool = opt(True, "divide group advantages by the group's reward std")
+    epochs_per_batch: int = opt(1, "optimisation epochs over each batch of rollouts")
+    micro_batch_size: int = opt(64, "sequences per forward/backward")
+    skip_equal_groups: bool = opt(True, "drop groups whose rewards are all equal (no gradient)")
+    checkpoint_every: int = opt(20, "steps between checkpoints")
+    seed: int = opt(0, "seed")
+    backend: str = opt("hf", "generation backend: hf or vllm")
+
+
+STAGE_CONFIGS: dict[str, type] = {
+    "init_model": InitModelConfig, "sft": SFTConfig, "curate": CurateConfig, "train": TrainConfig,
+    "eval": EvalConfig,
+}
+
+
+# ------------------------------------------------------------------------------------ plumbing
+
+def _flat_fields(cls: type, prefix: str = ""):
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        kind = hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            yield from _flat_fields(kind, f"{prefix}{f.name}.")
+        else:
+            yield prefix + f.name, kind, f
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (), flatten: bool = True) -> None:
+    """One `--dashed-name` option per field; nested configs flattened (`--max-new-tokens`) or left out."""
+    for path, kind, f in _flat_fields(cls):
+        if not flatten and "." in path:
+            continue
+        name = path.split(".")[-1]
+        if name in skip:
+            continue
+        flag = "--" + name.replace("_", "-")
+        help_text = f.metadata.get("help", "")
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if kind is bool:
+            parser.add_argument(flag, dest=path, action=argparse.BooleanOptionalAction, default=None,
+                                help=f"{help_text} (default: {default})")
+        else:
+            parser.add_argument(flag, dest=path, type=kind, default=None, help=f"{help_text} (default: {default})")
+
+
+def from_dict(cls: type, values: dict[str, Any], where: str = "config"):
+    """Build a config from a (possibly nested) dict; unknown keys are errors naming the key."""
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in values.items():
+        key = key.replace("-", "_")
+        if key not in known:
+            raise ValueError(f"{where}: unknown field {key!r} for {cls.__name__} (known: {', '.join(known)})")
+        kind = hints[key]
+        if dataclasses.is_dataclass(kind):
+            kwargs[key] = from_dict(kind, value, f"{where}.{key}")
+        else:
+            kwargs[key] = kind(value) if value is not None and kind in (int, float, str, bool) else value
+    return cls(**kwargs)
+
+
+def apply_overrides(config, args: argparse.Namespace):
+    """Set every field given on the command line (non-None) on `config`, nested paths included."""
+    for path, value in vars(args).items():
+        if value is None:
+            continue
+        *parents, name = path.split(".")
+        obj = config
+        for part in parents:
+            obj = getattr(obj, part, None)
+        if dataclasses.is_dataclass(obj) and hasattr(obj, name):
+            setattr(obj, name, value)
+    return config
+
+
+def to_dict(config) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """A YAML or JSON config file as a dict."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such config file")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        data = json.loads(text)
+    else:
+        import yaml
+
+        data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of stage names to settings")
+    return data
+
+
+def save(config, path: str | Path) -> None:
+    from data.records import write_json
+
+    write_json(path, to_dict(config))
+
+
+@dataclass
+class RunConfig:
+    output: str = opt("runs/default", "run directory; run again on the same one to continue")
+    algo: str = opt("grpo", "grpo, ppo or dpo")
+    nproc: int = opt(1, "training processes (DeepSpeed launcher when above 1)")
+    model: str = opt("", "start from this model directory instead of the built-in tiny model")
+    data: str = opt("", "training task records (default: the built-in math and code families)")
+    heldout: str = opt("", "held-out task records (default: the built-in held-out split)")
+    train_tasks: int = opt(3000, "built-in training tasks per family")
+    heldout_tasks: int = opt(150, "built-in held-out tasks per family")
+    sft_steps: int = opt(-1, "override sft.steps; 0 skips sft (default: sft unless --model is given)")
+    seed: int = opt(0, "seed of the built-in tasks and model")
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    curate: CurateConfig = field(default_factory=CurateConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+

@@ -1,0 +1,133 @@
+"""Evaluation: sample n completions per task, verify each, and report the unbiased pass@k.
+
+pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code") is the probability that
+at least one of k samples drawn without replacement from the n taken is correct:
+1 - C(n-c, k) / C(n, k), computed as a product so that large n never overflows.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+import verifiers
+from data.records import Task
+from reasoner.generation import Generator, Sample, SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are correct: 1 - prod_{i=n-c+1}^{n} (1 - k / i)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def bootstrap_interval(values: Sequence[float], rounds: int = 1000, level: float = 0.95, seed: int = 0):
+    """Percentile bootstrap confidence interval of the mean of per-task values, resampling tasks."""
+    if len(values) == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    arr = np.asarray(values, dtype=float)
+    means = arr[rng.integers(0, len(arr), size=(rounds, len(arr)))].mean(axis=1)
+    alpha = (1 - level) / 2
+    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+
+
+@dataclass
+class TaskResult:
+    task: Task
+    samples: list[Sample]
+    verdicts: list[verifiers.Verdict]
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def c(self) -> int:
+        return sum(v.correct for v in self.verdicts)
+
+
+def sample_and_verify(generator: Generator, tasks: list[Task], n: int, params: SamplingParams,
+                      desc: str = "sampling", chunk: int = 64) -> list[TaskResult]:
+    """n samples per task, each verified by the task's verifier; shows progress."""
+    from tqdm import tqdm
+
+    results: list[TaskResult] = []
+    with tqdm(total=len(tasks), desc=desc, unit="task", dynamic_ncols=True, mininterval=2) as bar:
+        for start in range(0, len(tasks), chunk):
+            part = tasks[start:start + chunk]
+            seeded = SamplingParams(params.max_new_tokens, params.temperature, params.top_p, params.seed + start)
+            groups = generator.generate([t.prompt for t in part], n, seeded)
+            items = [(t.verifier, s.text, t.reference) for t, group in zip(part, groups) for s in group]
+            verdicts = verifiers.verify_many(items)
+            for i, (task, group) in enumerate(zip(part, groups)):
+                results.append(TaskResult(task, group, verdicts[i * n:(i + 1) * n]))
+            bar.update(len(part))
+    return results
+
+
+def majority_correct(result: TaskResult) -> bool:
+    """maj@n: is the most common extracted answer (among those found) a correct one?"""
+    answers = Counter(v.extracted for v in result.verdicts if v.extracted is not None)
+    if not answers:
+        return False
+    top, _ = answers.most_common(1)[0]
+    return any(v.correct for v in result.verdicts if v.extracted == top)
+
+
+def summarise(results: list[TaskResult], ks: list[int]) -> dict:
+    """The CONTRACT report: per-task n, c and pass@k, the overall means, and breakdowns by group."""
+    ks = [k for k in ks if all(k <= r.n for r in results)]
+    rows = []
+    for r in results:
+        row = {"id": r.task.id, "family": r.task.family, "n": r.n, "c": r.c}
+        row.update({f"pass@{k}": pass_at_k(r.n, r.c, k) for k in ks})
+        row["maj@n"] = float(majority_correct(r))
+        rows.append(row)
+
+    def aggregate(subset: list[dict]) -> dict:
+        out: dict = {"tasks": len(subset)}
+        for k in ks:
+            values = [row[f"pass@{k}"] for row in subset]
+            out[f"pass@{k}"] = float(np.mean(values))
+            out[f"pass@{k}_ci95"] = list(bootstrap_interval(values))
+        out["maj@n"] = float(np.mean([row["maj@n"] for row in subset]))
+        return out
+
+    by: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for row, r in zip(rows, results):
+        by["family"][r.task.family].append(row)
+        for key in ("subject", "level", "kind"):
+            if key in r.task.meta:
+                by[key][str(r.task.meta[key])].append(row)
+    breakdowns = {key: {name: aggregate(sub) for name, sub in sorted(groups.items())} for key, groups in by.items()}
+    stops = Counter(s.finish_reason for r in results for s in r.samples)
+    lengths = [len(s.token_ids) for r in results for s in r.samples]
+    return {
+        "tasks": rows,
+        "overall": aggregate(rows),
+        "by": breakdowns,
+        "samples": {"total": len(lengths), "truncated": stops.get("length", 0),
+                    "response_length_mean": float(np.mean(lengths)) if lengths else 0.0},
+    }
+
+
+def sample_records(results: list[TaskResult]) -> list[dict]:
+    """Every sample with its verdict, one JSON object each."""
+    return [
+        {"id": r.task.id, "sample": j, "response": s.text, "finish_reason": s.finish_reason,
+         "tokens": len(s.token_ids), "correct": v.correct, "reward": v.reward, "reason": v.reason,
+         "extracted": v.extracted}
+        for r in results for j, (s, v) in enumerate(zip(r.samples, r.verdicts))
+    ]

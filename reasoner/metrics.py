@@ -1,0 +1,44 @@
+"""Per-step training metrics: lengths (and their drift), truncation, rewards, verifier health, speed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def length_stats(lengths: np.ndarray, correct: np.ndarray, truncated: np.ndarray) -> dict[str, float]:
+    """Response length in tokens: mean and percentiles, right vs wrong answers, and truncation."""
+    def mean_or_nan(x: np.ndarray) -> float:
+        return float(x.mean()) if len(x) else float("nan")
+
+    return {
+        "response_length_mean": mean_or_nan(lengths),
+        "response_length_p10": float(np.percentile(lengths, 10)),
+        "response_length_p50": float(np.percentile(lengths, 50)),
+        "response_length_p90": float(np.percentile(lengths, 90)),
+        "response_length_max": float(lengths.max()),
+        "response_length_correct": mean_or_nan(lengths[correct]),
+        "response_length_wrong": mean_or_nan(lengths[~correct]),
+        "truncation_rate": float(truncated.mean()),
+    }
+
+
+class MetricsWriter:
+    """Appends one JSON line per step; flushed each time, so a killed run keeps what it logged."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def read(self) -> list[dict]:
+        if not self.path.is_file():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+    def write(self, record: dict) -> None:
+        clean = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in record.items()}
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(clean) + "\n")
+            f.flush()

@@ -1,0 +1,92 @@
+"""From sampled groups to training tensors: rewards, the padded batch and per-token log-probs.
+
+Layout of a batch: prompts left-padded to a common width W, responses right-padded after them, so every
+response starts at column W and `logits[:, W-1:-1]` predict exactly the response tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+import verifiers
+from data.records import Task
+from reasoner.generation import Sample
+from reasoner.modeling import render_prompt
+
+
+@dataclass
+class Rollout:
+    """The groups of one step: G prompts x n samples, flattened prompt-major (sample i of prompt g at g*n+i)."""
+
+    tasks: list[Task]
+    samples: list[Sample]  # [G * n]
+    verdicts: list[verifiers.Verdict]  # [G * n]
+    group_size: int
+
+    @property
+    def rewards(self) -> torch.Tensor:
+        return torch.tensor([v.reward for v in self.verdicts], dtype=torch.float32).view(-1, self.group_size)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.array([len(s.token_ids) for s in self.samples])
+
+
+def verify_groups(tasks: list[Task], groups: list[list[Sample]]) -> Rollout:
+    samples = [s for group in groups for s in group]
+    items = [(t.verifier, s.text, t.reference) for t, group in zip(tasks, groups) for s in group]
+    return Rollout(tasks, samples, verifiers.verify_many(items), len(groups[0]))
+
+
+def encode_prompts(tokenizer, tasks: list[Task]) -> list[list[int]]:
+    return [tokenizer(render_prompt(tokenizer, t.prompt), add_special_tokens=False).input_ids for t in tasks]
+
+
+def pad_batch(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """input_ids / attention_mask / position_ids [B, W+R], response_mask [B, R], prompt_width W."""
+    width = max(len(p) for p in prompt_ids)
+    resp_width = max(1, max(len(r) for r in response_ids))
+    batch = len(prompt_ids)
+    input_ids = torch.full((batch, width + resp_width), pad_id, dtype=torch.long)
+    attention = torch.zeros((batch, width + resp_width), dtype=torch.long)
+    response_mask = torch.zeros((batch, resp_width), dtype=torch.float32)
+    for row, (p, r) in enumerate(zip(prompt_ids, response_ids)):
+        input_ids[row, width - len(p):width] = torch.tensor(p)
+        input_ids[row, width:width + len(r)] = torch.tensor(r, dtype=torch.long)
+        attention[row, width - len(p):width + len(r)] = 1
+        response_mask[row, :len(r)] = 1.0
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    return {"input_ids": input_ids, "attention_mask": attention, "position_ids": positions,
+            "response_mask": response_mask, "prompt_width": width}
+
+
+def response_logprobs(model, batch: dict, temperature: float = 1.0, with_entropy: bool = False):
+    """Log-probs [B, R] of the response tokens (and the per-token entropy [B, R] if asked).
+
+    The chosen token's log-prob is its logit minus the log-sum-exp of the row, which avoids materialising
+    a full log-softmax tensor for the gather.
+    """
+    width = batch["prompt_width"]
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                   position_ids=batch["position_ids"]).logits[:, width - 1:-1].float()  # [B, R, V]
+    if temperature != 1.0:
+        logits = logits / temperature
+    targets = batch["input_ids"][:, width:]  # [B, R]
+    normaliser = torch.logsumexp(logits, dim=-1)  # [B, R]
+    logp = logits.gather(-1, targets[..., None]).squeeze(-1) - normaliser  # [B, R]
+    if not with_entropy:
+        return logp, None
+    with torch.no_grad():
+        probs = torch.softmax(logits, dim=-1)
+        entropy = normaliser - (probs * logits).sum(-1)  # [B, R]
+    return logp, entropy
+
+
+def micro_batches(batch: dict, size: int):
+    """Split a padded batch row-wise; each piece keeps the shared prompt width."""
+    rows = batch["input_ids"].shape[0]
+    for start in range(0, rows, size):
+        yield {key: (value[start:start + size] if torch.is_tensor(value) else value) for key, value in batch.items()}

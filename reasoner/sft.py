@@ -1,0 +1,81 @@
+"""Supervised warm start: next-token loss on the response part of (prompt, worked solution) pairs."""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+
+import torch
+from tqdm import tqdm
+
+from data.records import DataError, Task
+from reasoner.modeling import render_prompt
+
+log = logging.getLogger(__name__)
+
+
+def tokenize_pairs(tokenizer, tasks: list[Task]) -> list[tuple[list[int], int]]:
+    """(prompt + solution + eos token ids, prompt length) for every task with a `meta.solution`."""
+    examples = []
+    for task in tasks:
+        solution = task.meta.get("solution")
+        if not isinstance(solution, str):
+            raise DataError(f"task {task.id!r}: field 'meta.solution' is needed for sft")
+        prompt_ids = tokenizer(render_prompt(tokenizer, task.prompt), add_special_tokens=False).input_ids
+        response_ids = tokenizer(solution, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+        examples.append((prompt_ids + response_ids, len(prompt_ids)))
+    return examples
+
+
+def collate(examples: list[tuple[list[int], int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded batch; labels are -100 outside the response."""
+    width = max(len(ids) for ids, _ in examples)
+    input_ids = torch.full((len(examples), width), pad_id)
+    labels = torch.full((len(examples), width), -100)
+    attention = torch.zeros((len(examples), width), dtype=torch.long)
+    for row, (ids, prompt_len) in enumerate(examples):
+        input_ids[row, :len(ids)] = torch.tensor(ids)
+        labels[row, prompt_len:len(ids)] = torch.tensor(ids[prompt_len:])
+        attention[row, :len(ids)] = 1
+    return {"input_ids": input_ids, "labels": labels, "attention_mask": attention}
+
+
+def warmup_cosine(step: int, warmup: int, total: int) -> float:
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def train_sft(model, tokenizer, tasks: list[Task], steps: int, batch_size: int, lr: float, warmup_steps: int,
+              weight_decay: float, seed: int) -> list[dict]:
+    """Fine-tune `model` in place; returns one record per logged step."""
+    examples = tokenize_pairs(tokenizer, tasks)
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.98))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, warmup_steps, steps))
+    model.train()
+    history, start = [], time.time()
+    order: list[int] = []
+    bar = tqdm(range(steps), desc="sft", unit="step", dynamic_ncols=True)
+    for step in bar:
+        if len(order) < batch_size:
+            order += rng.sample(range(len(examples)), len(examples))
+        batch = collate([examples[i] for i in order[:batch_size]], tokenizer.pad_token_id)
+        del order[:batch_size]
+        loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+        if step % 50 == 0 or step == steps - 1:
+            history.append({"step": step, "loss": loss.item(), "lr": schedule.get_last_lr()[0],
+                            "seconds": round(time.time() - start, 1)})
+            log.info("sft step %d/%d loss %.4f", step + 1, steps, loss.item())
+    model.eval()
+    return history

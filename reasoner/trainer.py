@@ -1,0 +1,196 @@
+"""The RL training loop: sample groups, verify, compute advantages, update the policy, log, checkpoint.
+
+One step: draw `prompts_per_step` tasks, sample `group_size` responses each with the current policy,
+verify them, turn rewards into advantages, and take one optimiser step (or `epochs_per_batch` of them
+over micro-batches). Everything a step needs is derived from (seed, step), so a resumed run replays the
+same prompts and samples it would have without the interruption.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from data.records import Task
+from reasoner.algorithms.common import BatchSizes
+from reasoner.algorithms.grpo import group_advantages, grpo_loss
+from reasoner.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, truncate_metrics
+from reasoner.config import TrainConfig
+from reasoner.generation import SamplingParams, make_generator
+from reasoner.metrics import MetricsWriter, length_stats
+from reasoner.rollout import Rollout, encode_prompts, micro_batches, pad_batch, response_logprobs, verify_groups
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TaskSampler:
+    """Endless shuffled passes over the tasks; (epoch, position) is the whole state."""
+
+    tasks: list[Task]
+    seed: int
+    epoch: int = 0
+    position: int = 0
+
+    def _order(self) -> list[int]:
+        return random.Random(f"{self.seed}/{self.epoch}").sample(range(len(self.tasks)), len(self.tasks))
+
+    def next(self, count: int) -> list[Task]:
+        picked = []
+        order = self._order()
+        while len(picked) < count:
+            if self.position >= len(order):
+                self.epoch, self.position = self.epoch + 1, 0
+                order = self._order()
+            picked.append(self.tasks[order[self.position]])
+            self.position += 1
+        return picked
+
+    def state(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position}
+
+
+def step_seed(seed: int, step: int) -> int:
+    return (seed * 1_000_003 + step * 7919) % (2**31)
+
+
+def linear_warmup(warmup_steps: int):
+    return lambda step: min(1.0, (step + 1) / max(1, warmup_steps))
+
+
+def train(config: TrainConfig, model, tokenizer, tasks: list[Task]) -> Path:
+    """Run GRPO from the last checkpoint in `config.output` (or from scratch); return the final model path."""
+    output = Path(config.output)
+    checkpoints = output / "checkpoints"
+    metrics = MetricsWriter(Path(config.metrics or output / "metrics.jsonl"))
+    torch.manual_seed(config.seed)
+    reference = None
+    if config.beta > 0:
+        reference = copy.deepcopy(model).eval().requires_grad_(False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(config.warmup_steps))
+    sampler = TaskSampler(tasks, config.seed)
+    start_step = 0
+    checkpoint = latest_checkpoint(checkpoints)
+    if checkpoint is not None:
+        model.load_state_dict(type(model).from_pretrained(checkpoint).state_dict())
+        state = load_trainer_state(checkpoint, optimizer, scheduler)
+        start_step, sampler.epoch, sampler.position = state["step"], state["epoch"], state["position"]
+        log.info("train: resuming from %s (step %d)", checkpoint, start_step)
+    truncate_metrics(metrics.path, start_step)
+    generator = make_generator(config.backend, model, tokenizer)
+    baseline = [m["response_length_mean"] for m in metrics.read()[:5]]
+
+    bar = tqdm(range(start_step, config.steps), desc=f"train {config.algo}", unit="step", dynamic_ncols=True,
+               initial=start_step, total=config.steps, mininterval=2)
+    for step in bar:
+        t0 = time.time()
+        batch_tasks = sampler.next(config.prompts_per_step)
+        params = SamplingParams(config.sampling.max_new_tokens, config.sampling.temperature, config.sampling.top_p,
+                                step_seed(config.seed, step))
+        groups = generator.generate([t.prompt for t in batch_tasks], config.group_size, params)
+        t_generate = time.time()
+        rollout = verify_groups(batch_tasks, groups)
+        t_verify = time.time()
+        stats = grpo_update(config, model, reference, tokenizer, optimizer, rollout)
+        scheduler.step()
+        generator.load_weights(model)
+        t_train = time.time()
+
+        record = {"step": step, **step_metrics(rollout), **stats, "lr": scheduler.get_last_lr()[0]}
+        if len(baseline) < 5:
+            baseline.append(record["response_length_mean"])
+        record["length_drift"] = record["response_length_mean"] / max(1e-9, float(np.mean(baseline))) - 1.0
+        gen_tokens = int(rollout.lengths.sum())
+        record.update({
+            "time_generate_s": t_generate - t0, "time_verify_s": t_verify - t_generate,
+            "time_train_s": t_train - t_verify, "time_step_s": t_train - t0,
+            "generate_tokens_per_s": gen_tokens / max(1e-9, t_generate - t0),
+            "train_tokens_per_s": stats.pop("train_tokens", 0) / max(1e-9, t_train - t_verify),
+        })
+        metrics.write(record)
+        bar.set_postfix(reward=f"{record['reward_mean']:.2f}", len=f"{record['response_length_mean']:.0f}")
+        log.info("step %d reward %.3f length %.1f (p90 %.0f) trunc %.2f kl %.4f entropy %.3f %.1fs",
+                 step, record["reward_mean"], record["response_length_mean"], record["response_length_p90"],
+                 record["truncation_rate"], record["kl"], record["entropy"], record["time_step_s"])
+        done = step + 1
+        if done % config.checkpoint_every == 0 or done == config.steps:
+            save_checkpoint(checkpoints, done, model, tokenizer, optimizer, scheduler, sampler.state())
+    final = output / "final"
+    model.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    return final
+
+
+def step_metrics(rollout: Rollout) -> dict:
+    correct = np.array([v.correct for v in rollout.verdicts])
+    truncated = np.array([s.truncated for s in rollout.samples])
+    rewards = rollout.rewards
+    return {
+        "reward_mean": float(rewards.mean()),
+        "reward_std": float(rewards.std()),
+        "accuracy": float(correct.mean()),
+        **length_stats(rollout.lengths, correct, truncated),
+        "equal_reward_groups": float((rewards.std(dim=-1) == 0).float().mean()),
+        "verifier_timeout_rate": float(np.mean([v.timed_out for v in rollout.verdicts])),
+        "no_answer_rate": float(np.mean([v.no_answer for v in rollout.verdicts])),
+    }
+
+
+def grpo_update(config: TrainConfig, model, reference, tokenizer, optimizer, rollout: Rollout) -> dict:
+    """One GRPO update on a rollout; returns detached statistics."""
+    rewards = rollout.rewards  # [G, n]
+    advantages = group_advantages(rewards, config.scale_by_std).flatten()  # [G * n]
+    keep = torch.ones_like(advantages, dtype=torch.bool)
+    if config.skip_equal_groups:
+        keep = (rewards.std(dim=-1) > 0).repeat_interleave(rollout.group_size)
+    if not keep.any():
+        return {"loss": 0.0, "kl": 0.0, "entropy": float("nan"), "clip_frac_low": 0.0, "clip_frac_high": 0.0,
+                "grad_norm": 0.0, "train_tokens": 0}
+    rows = keep.nonzero().squeeze(-1).tolist()
+    prompt_ids = encode_prompts(tokenizer, rollout.tasks)
+    batch = pad_batch([prompt_ids[i // rollout.group_size] for i in rows],
+                      [rollout.samples[i].token_ids for i in rows], tokenizer.pad_token_id)
+    batch["advantages"] = advantages[keep]
+    mask = batch["response_mask"]
+    sizes = BatchSizes(tokens=int(mask.sum()), sequences=len(rows), max_new_tokens=config.sampling.max_new_tokens)
+    temperature = config.sampling.temperature
+    with torch.no_grad():
+        if reference is not None:
+            batch["ref_logp"] = torch.cat([response_logprobs(reference, mb, temperature)[0]
+                                           for mb in micro_batches(batch, config.micro_batch_size)])
+        if config.epochs_per_batch > 1:
+            batch["old_logp"] = torch.cat([response_logprobs(model, mb, temperature)[0]
+                                           for mb in micro_batches(batch, config.micro_batch_size)])
+    model.train()
+    totals: dict[str, float] = {}
+    for epoch in range(config.epochs_per_batch):
+        for mb in micro_batches(batch, config.micro_batch_size):
+            logp, entropy = response_logprobs(model, mb, temperature, with_entropy=epoch == 0)
+            old_logp = mb["old_logp"] if "old_logp" in mb else logp.detach()
+            loss, stats = grpo_loss(logp, old_logp, mb.get("ref_logp"), mb["advantages"], mb["response_mask"], sizes,
+                                    config.clip_low, config.clip_high, config.beta, config.kl_estimator,
+                                    config.aggregation)
+            loss.backward()
+            share = mb["response_mask"].sum().item() / sizes.tokens / config.epochs_per_batch
+            totals["loss"] = totals.get("loss", 0.0) + loss.item() / config.epochs_per_batch
+            for key, value in stats.items():
+                totals[key] = totals.get(key, 0.0) + float(value) * share
+            if entropy is not None:
+                totals["entropy"] = totals.get("entropy", 0.0) + float((entropy * mb["response_mask"]).sum()) / sizes.tokens
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    model.eval()
+    totals.setdefault("kl", 0.0)
+    totals["grad_norm"] = float(grad_norm)
+    totals["train_tokens"] = sizes.tokens * config.epochs_per_batch
+    return totals

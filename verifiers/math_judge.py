@@ -13,6 +13,7 @@ Both return `(correct, detail)`; the verifier turns them into the verdict's reas
 from __future__ import annotations
 
 import re
+import warnings
 from fractions import Fraction
 from functools import lru_cache
 
@@ -39,7 +40,8 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     if a is not None and r is not None:
         for scaled in _percent_readings(a, answer, reference):
             if scaled == r:
-                return True, f"{format_rational(a)} == {format_rational(r)}"
+                note = "" if scaled == a else ", reading the percent sign"
+                return True, f"{format_rational(scaled)} == {format_rational(r)}{note}"
         return False, f"{format_rational(a)} != {format_rational(r)}"
     return None
 
@@ -69,31 +71,40 @@ def _parse_reference(text: str):
 
 def judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
     """The full comparison with sympy; may be slow, so it runs where it can be killed."""
+    with warnings.catch_warnings():
+        # sympy warns about odd trees that malformed answers produce; the verdict already says so
+        warnings.simplefilter("ignore")
+        return _judge_with_sympy(answer, reference)
+
+
+def _judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
     import sympy
 
     from verifiers.math_equiv import close_to_written_precision, equal_values
-    from verifiers.math_parse import ParseError, TooLarge, parse_answer
+    from verifiers.math_parse import TooLarge, parse_answer
 
     try:
         ref_value = _parse_reference(reference.text)
     except TooLarge:
         return False, "reference too large to evaluate"
-    except (ParseError, RecursionError, ValueError, TypeError) as exc:
+    except Exception as exc:  # noqa: BLE001  parsers raise many types on malformed input
         return False, f"reference unreadable ({type(exc).__name__})"
     try:
         value = parse_answer(answer.text)
     except TooLarge:
         return False, "too large to evaluate"
-    except (ParseError, RecursionError, ValueError, TypeError, SyntaxError):
+    except Exception:  # noqa: BLE001  a malformed answer is a wrong answer, whatever the parser raised
         return False, "could not parse the extracted answer"
-
-    for candidate in _readings(value, answer, reference, ref_value):
-        if equal_values(candidate, ref_value):
-            return True, "equal by value"
-    if isinstance(ref_value, sympy.Expr) and close_to_written_precision(answer.text, ref_value):
-        return True, "equal to the precision written"
-    if isinstance(value, sympy.Expr) and close_to_written_precision(reference.text, value):
-        return True, "equal to the precision written"
+    try:
+        for candidate in _readings(value, answer, reference, ref_value):
+            if equal_values(candidate, ref_value):
+                return True, "equal by value"
+        if isinstance(ref_value, sympy.Expr) and close_to_written_precision(answer.text, ref_value):
+            return True, "equal to the precision written"
+        if isinstance(value, sympy.Expr) and close_to_written_precision(reference.text, value):
+            return True, "equal to the precision written"
+    except Exception as exc:  # noqa: BLE001  sympy fails on some odd trees; that is no proof of equality
+        return False, f"comparison failed ({type(exc).__name__})"
     return False, "different values"
 
 

@@ -18,6 +18,7 @@ _LAYOUT = re.compile(
 )
 # A row break `\\\\` is matched first so that its second backslash is never read as the space `\\ `.
 _SPACES = re.compile(r"(\\\\)|\\[,:;! ]|\\q?quad(?![A-Za-z])|~|\\hspace\*?\{[^{}]*\}|\\mathord")
+_EMPTY_SET = re.compile(r"\\(?:emptyset|varnothing)(?![A-Za-z])|∅")
 _FRAC_VARIANTS = re.compile(r"\\[dtc]frac(?![A-Za-z])")
 _TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|operatorname|mathsf|textnormal)\s*\{")
 _CURRENCY = re.compile(r"\\\$|\$|US\$|€|£|¥|₹|\\euro|\\pounds|\b(?:USD|dollars?|euros?|cents?)\b")
@@ -99,6 +100,7 @@ def normalise(raw: str) -> Answer:
     s = s.strip().rstrip(".").strip()
     s = s[1:].strip() if s.startswith("=") else s  # "= 5", left over from a cut-off derivation
     s = _FRAC_VARIANTS.sub(r"\\frac", s)
+    s = _EMPTY_SET.sub(r"\\{\\}", s)
     s = _LAYOUT.sub("", s)
     s = _THOUSANDS_BRACED.sub("", s)
     s = _THOUSANDS_SPACED.sub("", s)

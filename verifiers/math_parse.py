@@ -363,12 +363,16 @@ except ImportError:  # pragma: no cover - older sympy keeps it in tokenize
 def _parse_latex(s: str) -> sympy.Expr:
     """Full LaTeX through latex2sympy2_extended, for what the plain-text rewrite does not cover."""
     from latex2sympy2_extended import latex2sympy
+    from latex2sympy2_extended.latex2sympy2 import ConversionConfig
     from latex2sympy2_extended.math_normalization import NormalizationConfig
 
     config = NormalizationConfig(basic_latex=True, units=False, malformed_operators=False, nits=False,
                                  boxed="none", equations=False)
+    # Keep the case of symbols, as the plain-text path does: `R` and `r` may be different quantities.
+    conversion = ConversionConfig(interpret_as_mixed_fractions=True, interpret_simple_eq_as_assignment=False,
+                                  interpret_contains_as_eq=True, lowercase_symbols=False)
     try:
-        expr = latex2sympy(s, normalization_config=config)
+        expr = latex2sympy(s, normalization_config=config, conversion_config=conversion)
     except Exception as exc:  # the parser raises bare Exceptions for malformed LaTeX
         raise ParseError(f"cannot parse LaTeX {s[:50]!r}: {type(exc).__name__}") from None
     if isinstance(expr, sympy.MatrixBase):

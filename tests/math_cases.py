@@ -127,6 +127,10 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("16 \\text{ cm}", "17", False),
         ("5.5 \\text{ hours}", "5.5", True),
         ("12 \\text{ meters}", "12", True),
+        ("2 pi", "2", False),
+        ("2 pi", "2\\pi", True),
+        ("3 sqrt 2", "3", False),
+        ("4 \\text{ sq. units}", "4", True),
     ],
     "latex layout": [
         ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3,\\frac{\\pi}{2})", True),
@@ -518,6 +522,9 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
     "pathological": [
         ("9^{9^{9^9}}", "9^{9^{9^9}}", True),
         ("9^{9^{9^9}}", "1", False),
+        ("5^{5^{5^5}}", "5^{5^{5^5}}", True),
+        ("5^{5^{5^5}}", "5^{5^{5^4}}", False),
+        ("5^{5^{5^5}}", "0", False),
         ("10^{10^{10}}", "10^{10^{10}}+1", False),
         ("2^{2^{2^{2^{2^{2}}}}}", "2", False),
         ("100000!", "1", False),

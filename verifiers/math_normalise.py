@@ -32,7 +32,10 @@ _MEMBERSHIP = re.compile(r"^[A-Za-z]\s*\\in\s*")
 # Unit words after a number or a closing brace ("5 apples", "\frac{1}{2} cm^2"). Words must be
 # separated by spaces so the pattern cannot backtrack exponentially on a long run of letters.
 _UNIT_WORDS = re.compile(r"(?<=[\d}.])\s*[A-Za-z]{2,}(?:\.?\s+[A-Za-z]{2,})*\.?\s*(?:\^\s*\{?\s*[23]\s*\}?)?$")
-_PLAIN_NUMBER_THEN_WORDS = re.compile(r"(-?[\d.]+(?:/\d+)?)\s+[A-Za-z]{2}[A-Za-z ]*(?:\^\{?[23]\}?)?")
+_PLAIN_NUMBER_THEN_WORDS = re.compile(r"(-?[\d.]+(?:/\d+)?)\s+([A-Za-z]{2,}(?:\s+[A-Za-z]{2,})*)\s*(?:\^\{?[23]\}?)?")
+# Words that are mathematics, not units: "2 pi" is 2*pi, never 2 of a unit called "pi".
+_MATH_WORDS = {"pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "oo", "inf", "infty",
+               "infinity", "and", "or", "mod", "abs", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh"}
 _WORD_ANSWER = re.compile(r"[A-Za-z]{2,}(?:[ -][A-Za-z]+)*")
 
 
@@ -118,13 +121,24 @@ def normalise(raw: str) -> Answer:
     s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
     if (whole_text or _WORD_ANSWER.fullmatch(s)) and _WORD_ANSWER.fullmatch(s):
         return Answer(s, is_text=True)
-    m = _PLAIN_NUMBER_THEN_WORDS.fullmatch(s)
-    if m:
-        s = m.group(1)
-    else:
-        s = _UNIT_WORDS.sub("", s).strip()
+    s = strip_unit_words(s)
     s = strip_thousands_separators(s)
     return Answer(s, percent=n_percent > 0, degrees=n_degrees > 0)
+
+
+def strip_unit_words(s: str) -> str:
+    """`5 apples` -> `5`, `864 inches^2` -> `864`, `\\frac{1}{2} cm` -> `\\frac{1}{2}`; never `2 pi` -> `2`."""
+    m = _PLAIN_NUMBER_THEN_WORDS.fullmatch(s)
+    if m and not _mentions_math(m.group(2)):
+        return m.group(1)
+    m = _UNIT_WORDS.search(s)
+    if m and not _mentions_math(m.group(0)):
+        return s[: m.start()].strip()
+    return s
+
+
+def _mentions_math(words: str) -> bool:
+    return any(w.lower().rstrip(".") in _MATH_WORDS for w in re.findall(r"[A-Za-z.]+", words))
 
 
 def _choice_letter(s: str) -> str | None:

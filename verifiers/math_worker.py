@@ -15,6 +15,7 @@ a worker whose parent has gone exits by itself within a second.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import resource
 import signal
@@ -33,7 +34,12 @@ class _Worker:
     def __init__(self, fn: Callable, inherited: list[Connection]):
         parent_conn, child_conn = Pipe(duplex=True)
         parent_pid = os.getpid()
+        # Freezing moves every existing object out of the collector's sight in the child, so the
+        # child's garbage collections do not write to (and so copy) the caller's whole heap.
+        gc.freeze()
         pid = os.fork()
+        if pid != 0:
+            gc.unfreeze()
         if pid == 0:  # the child never returns from here
             try:
                 parent_conn.close()
@@ -59,6 +65,12 @@ class _Worker:
 
 def _serve(fn: Callable, conn: Connection, parent_pid: int) -> None:
     """The worker's loop: one job in, one `("ok", result)` or `("error", message)` out."""
+    # The caller's handlers (a trainer's checkpoint-on-SIGTERM, say) must not run in a worker.
+    for sig in signal.valid_signals():
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError):
+            pass  # SIGKILL, SIGSTOP and a few others cannot be changed
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the caller, which then stops us
     _limit_memory()
     while True:

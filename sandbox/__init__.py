@@ -45,7 +45,7 @@ from sandbox.pool import Sandbox
 
 __all__ = ["RunResult", "Sandbox", "run_python", "default_sandbox", "job"]
 
-DEFAULT_LIMITS = {"disk_mb": 64, "file_mb": 16, "nproc": 64, "output_limit": 1 << 20}
+DEFAULT_LIMITS = {"file_mb": 16, "nproc": 64, "output_limit": 1 << 20}
 
 
 @dataclass(frozen=True)

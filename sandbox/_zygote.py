@@ -1,15 +1,16 @@
-"""The warm zygote: a clean interpreter, started once per worker inside the sandbox, that forks one runner
-per job. Standard library only; it never imports the host's packages (torch stays out of the workers).
+"""The warm zygote: a clean interpreter, started once per worker inside the sandbox, that clones one
+confined process per program. Standard library only; it never imports the host's packages (torch stays
+out of the workers).
 
-Process tree for one job (inside bubblewrap's user, pid, network, mount, ipc and uts namespaces):
+Process tree (inside bubblewrap's user, pid, network, mount, ipc and uts namespaces):
 
-    zygote ──fork──> runner R ──unshare(user, mount, pid, ipc), fork──> program P (pid 1 of its namespace)
+    zygote ──clone(new user, pid and ipc namespaces)──> program P (pid 1 of its own pid namespace)
 
-R is trusted: it enforces the wall clock, drains and caps P's output, and for unit-test jobs it runs the test
-code itself, calling into P through a pipe (see `_rpc.py`), so P's code never shares an interpreter with
-the tests. P gets a fresh tmpfs as its working directory and /tmp, resource limits, no capabilities, no
-environment, and dies with its whole process tree when R kills it (killing pid 1 of a pid namespace kills
-every process in it).
+The zygote is trusted: it enforces the wall clock, drains and caps P's output, and for unit-test jobs it
+runs the test code itself, calling into P through a pipe (see `_rpc.py`), so P's code never shares an
+interpreter with the tests. P works in /sandbox and /tmp (size-capped tmpfs mounts that the zygote empties
+after every program), has resource limits, no capabilities, no environment, may not create processes
+(seccomp), and dies with every thread it started when the zygote kills it.
 
 Messages on the control pipe are a 4-byte big-endian length followed by JSON.
 """
@@ -36,15 +37,15 @@ else:  # run as a script inside the sandbox, with -I (so its own directory is no
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import _rpc
 
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x08000000, 0x10000000, 0x20000000
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 PR_SET_CHILD_SUBREAPER = 36
 
-MEMORY_EXIT = 120  # P exits with this after a MemoryError so that R can tell "memory" from "error"
-WORKDIR = "/sandbox"  # a tmpfs per program when namespaced
+MEMORY_EXIT = 120  # P exits with this after a MemoryError: "memory", not "error"
+WORKDIR = "/sandbox"  # a tmpfs mounted by bubblewrap, emptied after every program
 _libc = ctypes.CDLL(None, use_errno=True)
+_pylibc = ctypes.PyDLL(None, use_errno=True)  # keeps the GIL across clone(), like os.fork()
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
 
 
 def read_msg(fd: int):
@@ -83,21 +84,27 @@ def _check(ret: int, what: str) -> None:
 # Isolation of one program
 
 
-def enter_namespaces() -> None:
-    """In R: new user, mount, pid and ipc namespaces for the children R forks next (the program)."""
-    uid, gid = os.geteuid(), os.getegid()
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "unshare")
-    with open("/proc/self/setgroups", "w") as f:
-        f.write("deny")
-    with open("/proc/self/uid_map", "w") as f:
-        f.write(f"0 {uid} 1")
-    with open("/proc/self/gid_map", "w") as f:
-        f.write(f"0 {gid} 1")
+def _spawn(namespaced: bool) -> int:
+    """fork(), or with namespaces clone() into new user, pid and ipc namespaces, with CPython's fork hooks."""
+    if not namespaced:
+        return os.fork()
+    ctypes.pythonapi.PyOS_BeforeFork()
+    pid = _pylibc.syscall(_SYS_CLONE, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC | signal.SIGCHLD, 0, 0, 0, 0)
+    if pid == 0:
+        ctypes.pythonapi.PyOS_AfterFork_Child()
+    else:
+        ctypes.pythonapi.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(ctypes.get_errno(), "clone failed")
+    return pid
 
 
-def _mount_tmpfs(path: str, size_mb: int) -> None:
-    opts = f"size={size_mb}m,nr_inodes=4096,mode=0777".encode()
-    _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts), f"mount {path}")
+def _map_self(uid: int, gid: int) -> None:
+    """In P: be root of the new user namespace, mapped to the zygote's ids (so files it writes are ours)."""
+    _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # /proc/self is owned by us again (the zygote is not dumpable)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
 
 
 def _drop_capabilities() -> None:
@@ -149,15 +156,12 @@ def confine_program(cfg: dict, namespaced: bool, workdir: str) -> None:
     """In P, before any untrusted code runs: filesystem, limits, capabilities, environment, signals."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if namespaced:
-        _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
-        _mount_tmpfs(WORKDIR, cfg["disk_mb"])
-        _mount_tmpfs("/tmp", cfg["disk_mb"])
+        _map_self(cfg["uid"], cfg["gid"])
         try:  # kernels since 6.14 keep pid_max per pid namespace: a second cap on processes after seccomp
             with open("/proc/sys/kernel/pid_max", "w") as f:
                 f.write("301")  # the smallest value the kernel accepts
         except OSError:
             pass
-        _mount_tmpfs("/proc", 1)  # hides the runner and zygote; /proc of a nested pid namespace is refused
         workdir = WORKDIR
     os.chdir(workdir)
     mem = cfg["memory_mb"] * 2**20
@@ -200,13 +204,12 @@ def _close_fds_except(keep: set[int]) -> None:
 
 
 class Program:
-    """A forked, confined child running `body(channel_fds)`; its stdout and stderr are drained by R."""
+    """A confined child process running `body(rfd, wfd)`; the zygote drains its stdout and stderr."""
 
     def __init__(self, cfg: dict, body, stdin: bytes, rpc: bool):
         self.cfg, self.namespaced = cfg, cfg["namespaced"]
         self.limit = cfg["output_limit"]
         self.out, self.err = bytearray(), bytearray()
-        self.overflow = False
         self.start = time.monotonic()
         self.deadline = self.start + cfg["timeout_s"]
         stdin_fd = os.memfd_create("stdin")
@@ -214,7 +217,7 @@ class Program:
         os.lseek(stdin_fd, 0, os.SEEK_SET)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        chan = (os.pipe(), os.pipe()) if rpc else None  # (R -> P), (P -> R)
+        chan = (os.pipe(), os.pipe()) if rpc else None  # (zygote -> P), (P -> zygote)
         workdir = None
         if not self.namespaced:
             import tempfile
@@ -222,7 +225,7 @@ class Program:
             workdir = tempfile.mkdtemp(prefix="sandbox-")
             os.chmod(workdir, 0o700)
         self.workdir = workdir
-        self.pid = os.fork()
+        self.pid = _spawn(self.namespaced)
         if self.pid == 0:
             try:
                 if not self.namespaced:
@@ -234,9 +237,10 @@ class Program:
                 _close_fds_except(keep)
                 confine_program(cfg, self.namespaced, workdir)
                 body(chan[0][0] if chan else None, chan[1][1] if chan else None)
-            except BaseException:  # noqa: BLE001  (the child must never return into the runner's code)
+            except BaseException:  # noqa: BLE001  (the child must never return into the zygote's loop)
                 pass
             os._exit(1)
+        self.pidfd = os.pidfd_open(self.pid)
         for fd in (stdin_fd, out_w, err_w):
             os.close(fd)
         self.fds = {out_r: self.out, err_r: self.err}
@@ -248,41 +252,35 @@ class Program:
         self.killed_for: str | None = None
 
     def pump(self, until_fd: int | None = None) -> bool:
-        """Drain output until P exits, the deadline passes or `until_fd` is readable (then True)."""
-        while True:
+        """Drain output until P has exited and closed its output, the deadline passes, the output limit
+        is crossed, or `until_fd` is readable (then True)."""
+        while self.fds or self.status is None:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
                 self.kill("timeout")
                 return False
-            watch = list(self.fds) + ([until_fd] if until_fd is not None else [])
-            if not watch:
-                return self._wait_exit(remaining)
+            watch = list(self.fds) + ([self.pidfd] if self.status is None else [])
+            if until_fd is not None:
+                watch.append(until_fd)
             ready, _, _ = select.select(watch, [], [], remaining)
             for fd in ready:
                 if fd == until_fd:
                     return True
+                if fd == self.pidfd:
+                    self.status = os.waitpid(self.pid, 0)[1]
+                    continue
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     os.close(fd)
                     del self.fds[fd]
                     continue
                 buf = self.fds[fd]
-                buf += chunk[: max(0, self.limit - len(buf))]
-                if len(buf) >= self.limit and len(chunk) > 0 and len(buf) + len(chunk) > self.limit:
-                    self.overflow = True
+                if len(buf) + len(chunk) > self.limit:
+                    buf += chunk[: self.limit - len(buf)]
                     self.kill("output limit")
                     return False
-
-    def _wait_exit(self, remaining: float) -> bool:
-        while True:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.status = status
-                return False
-            if time.monotonic() > self.deadline:
-                self.kill("timeout")
-                return False
-            time.sleep(0.001)
+                buf += chunk
+        return False
 
     def kill(self, why: str) -> None:
         if self.status is not None:
@@ -297,31 +295,30 @@ class Program:
             pass
 
     def finish(self) -> dict:
-        """Wait for P, reap every orphan it left, and describe how it ended."""
+        """Wait for P (killing it at the deadline), reap every orphan it left, and describe how it ended."""
+        if self.status is None and self.killed_for is None:
+            self.pump()
         if self.status is None:
-            if not self.fds:
-                self._wait_exit(self.deadline - time.monotonic())
-            else:
-                self.pump()
-                if self.status is None:
-                    self.kill(self.killed_for or "finished")
-        if self.status is None:
+            self.kill(self.killed_for or "finished")
             self.status = os.waitpid(self.pid, 0)[1]
         _reap_orphans()
-        for fd in self.fds:
+        for fd in list(self.fds) + [self.pidfd]:
             os.close(fd)
         self.fds = {}
         if self.workdir:
             import shutil
 
             shutil.rmtree(self.workdir, ignore_errors=True)
+        else:
+            _empty(WORKDIR)
+            _empty("/tmp")
         return self.describe()
 
     def describe(self) -> dict:
         code = os.waitstatus_to_exitcode(self.status)
         if self.killed_for == "timeout":
             status = "timeout"
-        elif self.killed_for == "finished":  # a unit-test job whose tests are over: R ends the program
+        elif self.killed_for == "finished":  # a unit-test job whose tests are over: the zygote ends P
             status = "ok"
         elif self.killed_for == "output limit":
             status = "killed"
@@ -352,6 +349,23 @@ class Program:
         }
 
 
+def _empty(directory: str) -> None:
+    """Remove everything a program left in a directory (P and all its threads are dead by now)."""
+    import shutil
+
+    for entry in os.scandir(directory):
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                os.chmod(entry.path, 0o700)
+                shutil.rmtree(entry.path, onerror=lambda fn, path, exc: os.chmod(path, 0o700) or fn(path))
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+    if os.listdir(directory):  # what cannot be removed would leak into the next program: stop this worker
+        raise SystemExit("sandbox: cannot empty " + directory)
+
+
 def _signal_name(code: int) -> str:
     try:
         return f"killed by {signal.Signals(-code).name}"
@@ -360,7 +374,7 @@ def _signal_name(code: int) -> str:
 
 
 def _reap_orphans() -> None:
-    """Without namespaces, processes that left P's group reparent to R (a subreaper): kill and reap them."""
+    """Without namespaces, processes that left P's group reparent to the zygote (a subreaper): kill and reap them."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -416,86 +430,41 @@ def run_main(source: str, name: str = "__main__") -> None:
     os._exit(code)
 
 
-def run_job(cfg: dict) -> dict:
-    """In R: one job. "run": a program with stdin. "tests": a program plus trusted test code run by R."""
-    if cfg["namespaced"]:
-        enter_namespaces()
-    else:
-        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # the program may not read or write R's memory
-    if cfg["kind"] == "run":
-        source = cfg["source"]
-        prog = Program(cfg, lambda _in, _out: run_main(source), cfg.get("stdin", "").encode(), rpc=False)
-        return prog.finish()
-    return _rpc.run_tests(cfg, Program)
-
-
 def serve(cfg: dict) -> dict:
-    """In the zygote: fork R for one job and bring back its result, killing R if it overstays."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            result = run_job(cfg)
-        except BaseException as exc:  # noqa: BLE001  (reported as a sandbox failure, never as a pass)
-            result = {"status": "killed", "reason": f"sandbox error: {type(exc).__name__}: {exc}"}
-        try:
-            write_msg(w, result)
-        finally:
-            os._exit(0)
-    os.close(w)
-    deadline = time.monotonic() + cfg["timeout_s"] + 5.0
-    result = None
+    """One job. "run": a program with stdin. "tests": a program plus trusted test code run right here."""
     try:
-        chan = _rpc.Channel(r, -1, wait=lambda fd: _wait_readable(fd, deadline))
-        result = chan.recv()
-    except (_rpc.ProgramGone, TimeoutError):
-        os.kill(pid, signal.SIGKILL)
-    os.close(r)
-    _reap_runners(pid if result is None else None)
-    if result is None:
-        result = {"status": "killed", "reason": "sandbox runner died", "stdout": "", "stderr": "", "exit_code": None}
-    return result
+        if cfg["kind"] == "run":
+            source = cfg["source"]
+            prog = Program(cfg, lambda _in, _out: run_main(source), cfg.get("stdin", "").encode(), rpc=False)
+            return prog.finish()
+        return _rpc.run_tests(cfg, Program)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001  (reported as a sandbox failure, never as a pass)
+        return {"status": "killed", "reason": f"sandbox error: {type(exc).__name__}: {exc}", "stdout": "",
+                "stderr": "", "exit_code": None, "duration_s": 0.0}
 
 
-def _wait_readable(fd: int, deadline: float) -> None:
-    if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-        raise TimeoutError
-
-
-def _reap_runners(wait_for: int | None) -> None:
-    """Reap finished runners without waiting for them (a runner's exit tears down its namespaces, which
-    takes a few milliseconds the next job need not wait for); wait only for one that was killed."""
-    if wait_for is not None:
-        os.waitpid(wait_for, 0)
-    while True:
-        try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                return
-        except ChildProcessError:
-            return
-
-
-def probe_namespaces() -> str | None:
-    """None if a runner can create its namespaces and mounts here, else why not."""
-    pid = os.fork()
+def probe_namespaces(cfg: dict) -> str | None:
+    """None if programs can get their namespaces here, else why not."""
+    if _SYS_CLONE is None:
+        return f"unsupported machine {os.uname().machine}"
+    try:
+        pid = _spawn(True)
+    except OSError as exc:
+        return f"cannot create namespaces ({exc.strerror or exc})"
     if pid == 0:
         try:
-            enter_namespaces()
-            child = os.fork()
-            if child == 0:
-                try:
-                    _mount_tmpfs(WORKDIR, 1)
-                    _drop_capabilities()
-                    os._exit(0)
-                except BaseException:  # noqa: BLE001
-                    os._exit(3)
-            os._exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
+            _map_self(cfg["uid"], cfg["gid"])
+            _drop_capabilities()
+            with open(os.path.join(WORKDIR, "probe"), "w") as f:
+                f.write("ok")
+            os._exit(0)
         except BaseException:  # noqa: BLE001
-            os._exit(2)
+            os._exit(3)
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    return None if code == 0 else {2: "cannot create namespaces", 3: "cannot mount in namespaces"}.get(code, "?")
+    _empty(WORKDIR)
+    return None if code == 0 else "cannot set up a user namespace"
 
 
 def main() -> None:
@@ -503,11 +472,18 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
-    namespaced = os.environ.get("SANDBOX_ISOLATION") == "bwrap"
-    problem = probe_namespaces() if namespaced else "not started under bubblewrap"
+    os.close(devnull)
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # programs may not read or write the zygote's memory
+    ids = {"uid": os.getuid(), "gid": os.getgid()}
+    if os.environ.get("SANDBOX_ISOLATION") == "bwrap":
+        problem = probe_namespaces(ids)
+    else:
+        problem = "not started under bubblewrap"
+    if problem is not None:
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # daemons that leave P's group come back to us
     write_msg(ctl_out, {"ready": True, "namespaced": problem is None, "problem": problem})
     while (cfg := read_msg(ctl_in)) is not None:
-        cfg["namespaced"] = problem is None
+        cfg.update(ids, namespaced=problem is None)
         write_msg(ctl_out, serve(cfg))
 
 

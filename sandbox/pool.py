@@ -1,8 +1,8 @@
 """Host side of the sandbox: a pool of warm zygote workers, one per core, each a clean interpreter.
 
 A zygote is started once (a fresh `python -I -S` under bubblewrap, never a fork of the host, so a host
-that has imported torch does not hand torch to the workers) and then forks one runner per job, which costs
-about a millisecond instead of the tens of milliseconds of a new interpreter.
+that has imported torch does not hand torch to the workers) and then clones one confined process per
+program, which costs about a millisecond instead of the tens of milliseconds of a new interpreter.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sandbox import _zygote
 
+TMPFS_MB = 64  # each of a worker's /tmp and working directory; emptied after every program
 ZYGOTE_DIR = os.path.dirname(os.path.abspath(_zygote.__file__))
 NAMESPACE_WARNING = (
     "sandbox: Linux namespaces are unavailable ({why}); programs run with resource limits and a "
@@ -45,8 +46,9 @@ def _bwrap_command(python: str) -> list[str] | None:
     for prefix in sorted(prefixes):
         if not prefix.startswith("/usr/") and prefix != "/usr":
             cmd += ["--ro-bind", prefix, prefix]
+    size = str(TMPFS_MB * 2**20)
     cmd += ["--ro-bind", ZYGOTE_DIR, "/opt/sandbox", "--proc", "/proc", "--dev", "/dev",
-            "--tmpfs", "/tmp", "--dir", _zygote.WORKDIR, "--chdir", "/", "--"]
+            "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", _zygote.WORKDIR, "--chdir", "/", "--"]
     return cmd
 
 

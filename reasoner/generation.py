@@ -10,6 +10,7 @@ times, rows that have ended are dropped from the batch, and sampling uses one ex
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -66,6 +67,9 @@ class HFGenerator:
 
     def __init__(self, model: torch.nn.Module, tokenizer, batch_size: int = 256):
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        # transformers 5 renamed `past_key_values` to `cache`; take whichever this version's forward has.
+        params = inspect.signature(model.forward).parameters
+        self.cache_kwarg = "cache" if "cache" in params else "past_key_values"
 
     def load_weights(self, model: torch.nn.Module) -> None:
         self.model = model  # the policy itself: nothing to copy
@@ -93,7 +97,7 @@ class HFGenerator:
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
         logits = self.model(input_ids=enc.input_ids, attention_mask=attention, position_ids=positions,
-                            past_key_values=cache, use_cache=True).logits[:, -1]  # [P, V]
+                            use_cache=True, logits_to_keep=1, **{self.cache_kwarg: cache}).logits[:, -1]  # [P, V]
         # Encode each prompt once, then give every one of its n samples a copy of its cache.
         cache.batch_repeat_interleave(n)
         logits = logits.repeat_interleave(n, 0)  # [B, V], B = P * n
@@ -118,7 +122,7 @@ class HFGenerator:
                 rows, new, attention, next_position = rows[keep], new[keep], attention[keep], next_position[keep]
             attention = torch.cat([attention, attention.new_ones(len(rows), 1)], dim=-1)
             logits = self.model(input_ids=new[:, None], attention_mask=attention, position_ids=next_position,
-                                past_key_values=cache, use_cache=True).logits[:, -1]
+                                use_cache=True, **{self.cache_kwarg: cache}).logits[:, -1]
             next_position = next_position + 1
         samples = []
         for row in range(len(texts) * n):

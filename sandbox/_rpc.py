@@ -354,6 +354,27 @@ def _exception(err) -> BaseException:
 # P: load the program, then answer
 
 
+def test_sources(cfg: dict) -> list[str]:
+    """The test code of a job, one source per test."""
+    if "check" in cfg:
+        return [cfg["check"] + f"\n\ncheck({cfg['entry_point']})\n"]
+    return [str(t) for t in cfg["tests"]]
+
+
+def _names_used(sources: list[str]) -> set[str]:
+    names: set[str] = set()
+    for source in sources:
+        try:
+            stack = [compile(source, "test.py", "exec")]
+        except (SyntaxError, ValueError):
+            continue
+        while stack:
+            code = stack.pop()
+            names.update(code.co_names)
+            stack.extend(c for c in code.co_consts if isinstance(c, type(code)))
+    return names
+
+
 def program_side(cfg: dict, rfd: int, wfd: int) -> None:
     import types
 
@@ -373,7 +394,9 @@ def program_side(cfg: dict, rfd: int, wfd: int) -> None:
         exec(compile(cfg["source"], "solution.py", "exec"), ns)
         if cfg.get("setup"):
             exec(compile(cfg["setup"], "setup.py", "exec"), ns)
-        hello = {"loaded": True}
+        # Saves the test runner one round trip per name: the values of every global the tests mention.
+        wanted = _names_used(test_sources(cfg)) & set(ns)
+        hello = {"loaded": True, "globals": {n: chan.encode(ns[n]) for n in sorted(wanted) if not n.startswith("__")}}
     except BaseException as exc:  # noqa: BLE001  (reported: the tests then fail with this reason)
         hello = {"loaded": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
     chan.send(hello)
@@ -391,9 +414,9 @@ class TestNamespace(dict):
     (the functions under test, setup objects, helpers) are fetched from the program. `from_program` lists
     built-in names that are really the function under test (MBPP task 126 is called `sum`)."""
 
-    def __init__(self, chan: Channel, from_program: set[str]):
+    def __init__(self, chan: Channel, from_program: set[str], prefetched: dict):
         super().__init__(__builtins__=builtins, __name__="__main__")
-        self.chan, self.from_program = chan, from_program
+        self.chan, self.from_program, self.prefetched = chan, from_program, prefetched
         self.absent: set[str] = set()
 
     def __missing__(self, name):
@@ -410,7 +433,10 @@ class TestNamespace(dict):
                 return module
             raise KeyError(name)
         try:
-            value = self.chan.request("global", name)
+            if name in self.prefetched:
+                value = self.chan.decode(self.prefetched[name])
+            else:
+                value = self.chan.request("global", name)
         except NameError:
             self.absent.add(name)
             return self.__missing__(name)
@@ -448,12 +474,8 @@ def run_tests(cfg: dict, Program) -> dict:
         raise SandboxTimeout()
 
     chan = Channel(prog.from_prog, prog.to_prog, wait)
-    if "check" in cfg:
-        tests = [cfg["check"] + f"\n\ncheck({cfg['entry_point']})\n"]
-        from_program = {cfg["entry_point"]}
-    else:
-        tests = list(cfg["tests"])
-        from_program = program_names(tests)
+    tests = test_sources(cfg)
+    from_program = {cfg["entry_point"]} if "check" in cfg else program_names(tests)
     outcomes = [{"passed": False, "error": "not run"} for _ in tests]
     load_error = None
     completed = False
@@ -464,7 +486,8 @@ def run_tests(cfg: dict, Program) -> dict:
         if not hello.get("loaded"):
             load_error = str(hello.get("error", "program did not load"))
         else:
-            ns = TestNamespace(chan, from_program)
+            prefetched = hello.get("globals")
+            ns = TestNamespace(chan, from_program, prefetched if isinstance(prefetched, dict) else {})
             if cfg.get("prefix"):
                 _trusted_helpers(ns, cfg["prefix"], cfg["entry_point"])
             for i, test in enumerate(tests):

@@ -14,26 +14,34 @@ its parent; or (2) fake a pass: exit with status 0 before the tests run (`sys.ex
 `atexit`, exception hooks, trace functions, signal handlers), print what a harness looks for, redefine
 `check`, or return objects whose `__eq__` always says yes.
 
-Against (1), each program runs in its own process, forked from a warm zygote worker that was started once
-under bubblewrap (Debian package `bubblewrap`) with new user, pid, network, mount, ipc and uts
-namespaces and a cleared environment; its filesystem shows only read-only /usr, /lib* and the Python
-installation. For each program the runner adds a nested user, mount, pid and ipc namespace: the program
-is pid 1 there, gets fresh size-capped tmpfs mounts as its working directory, /tmp and /proc, drops every
-capability, and has limits on CPU time, address space, file size, open files and core dumps. A wall
-clock kills its pid namespace, which takes every process it started with it; stdout and stderr are capped.
-There is no network interface but an unconfigured loopback of its own.
+Against (1), each program runs in its own process, cloned from a warm zygote worker that was started once
+under bubblewrap (Debian package `bubblewrap`) with new user, pid, network, mount, ipc and uts namespaces
+and a cleared environment. Its filesystem shows only read-only /usr, /lib* and the Python installation,
+plus two size-capped tmpfs mounts, its working directory /sandbox and /tmp, which the worker empties
+after every program. Each program also gets user, pid and ipc namespaces of its own: it is pid 1 there,
+holds no capabilities, may start threads but no processes (seccomp; pid_max of its namespace is the
+kernel's minimum as a second cap), and has limits on CPU time, address space, stack, file size, open files
+and core dumps. A wall clock kills it, and with it everything in its pid namespace; stdout and stderr are
+capped. Its only network interface is an unconfigured loopback of the worker's own network namespace.
 
-Against (2), test code never runs in the program's interpreter. The runner, a separate trusted process,
+Against (2), test code never runs in the program's interpreter. The worker, a separate trusted process,
 executes the tests and calls the program's functions through a pipe; what comes back is decoded as plain
 data (numbers, strings, containers), never unpickled, so no object of the program's making ever reaches a
-comparison. A test passes only when the runner itself finished it; the program's exit status and output
-count for nothing in a unit-test job.
+comparison. Built-in and standard-library names in the tests (`abs`, `len`, `math`) are the worker's
+own, and HumanEval helpers (`poly`) come from the task's prompt, not from the program. A test passes only
+when the worker itself ran it to its end; the program's exit status and output count for nothing in a
+unit-test job (see `_rpc.py`).
 
-Not defended: kernel exploits (namespaces are not a VM), side channels, and CPU contention with other
-jobs. Where user namespaces or bubblewrap are unavailable the sandbox still runs programs with the
-resource limits, a process-group kill and a subreaper that reaps escaped daemons, but without filesystem,
-network or process isolation; it says so in a `RuntimeWarning` and in every result's `isolation` and
-`warning` fields.
+Not defended: kernel exploits (namespaces are not a VM), side channels, CPU contention with other jobs,
+and a program that finds the answers some other way than computing them (for example by reading tests
+it was shown). Tests that observe mutation of their arguments see copies, because values cross the pipe
+by value. Where user namespaces or bubblewrap are unavailable the sandbox still runs programs with the
+resource limits, seccomp, a process-group kill and a subreaper that reaps escaped daemons, but without
+filesystem, network or process isolation; it says so in a `RuntimeWarning` and in every result's
+`isolation` and `warning` fields.
+
+Layout: `pool.py` (host side: starts and feeds the workers), `_zygote.py` (the worker: confinement,
+output capture, wall clock), `_rpc.py` (unit-test jobs: the pipe between tests and program).
 """
 
 from __future__ import annotations

@@ -76,7 +76,10 @@ class Zygote:
         if hello is None:
             raise RuntimeError("sandbox: the zygote worker failed to start")
         self.namespaced = bool(hello["namespaced"])
-        self.problem = hello["problem"] if bwrap else "bubblewrap (bwrap) not found"
+        if bwrap:
+            self.problem = hello["problem"]
+        else:
+            self.problem = "bubblewrap (bwrap) not found" if prefer_namespaces else "namespaces turned off"
 
     def request(self, cfg: dict) -> dict:
         _zygote.write_msg(self.proc.stdin.fileno(), cfg)
@@ -111,18 +114,21 @@ _spawner: ThreadPoolExecutor | None = None
 _spawner_pid = 0
 
 
-def _start_zygote() -> Zygote:
+def _start_zygote(prefer_namespaces: bool) -> Zygote:
     global _spawner, _spawner_pid
     if _spawner is None or _spawner_pid != os.getpid():
         _spawner, _spawner_pid = ThreadPoolExecutor(1, thread_name_prefix="sandbox-spawner"), os.getpid()
-    return _spawner.submit(Zygote).result()
+    return _spawner.submit(Zygote, prefer_namespaces).result()
 
 
 class Sandbox:
     """A pool of zygotes; `run` sends one job to an idle one, `map` keeps every worker busy."""
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, namespaces: bool = True):
+        """`workers` warm processes (default: one per core). `namespaces=False` forces the degraded mode
+        that machines without bubblewrap or user namespaces get (for tests and comparisons)."""
         self.workers = max(1, workers or os.cpu_count() or 1)
+        self.prefer_namespaces = namespaces
         self._idle: queue.SimpleQueue[Zygote] = queue.SimpleQueue()
         self._started = 0
         self._lock = threading.Lock()
@@ -144,7 +150,7 @@ class Sandbox:
         if not spawn:
             return self._idle.get()
         try:
-            zygote = _start_zygote()
+            zygote = _start_zygote(self.prefer_namespaces)
         except BaseException:
             with self._lock:
                 self._started -= 1

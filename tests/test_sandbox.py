@@ -373,3 +373,26 @@ def test_patching_the_harness_through_shared_state(verifier):
                 setattr(module, attr, None)
     """
     attack(verifier, WRONG + textwrap.dedent(source))
+
+
+# -- without namespaces ------------------------------------------------------------------------------------
+
+
+def test_without_namespaces_it_still_limits_and_says_so(tmp_path):
+    """Machines without bubblewrap or user namespaces: limits, process-group kill, seccomp, and a warning."""
+    sb = Sandbox(workers=1, namespaces=False)
+    try:
+        with pytest.warns(RuntimeWarning, match="namespaces"):
+            first = run(sb, "print('hi')")
+        assert first.stdout == "hi\n" and first.isolation == "limits only" and "namespaces" in first.warning
+        assert run(sb, "while True: pass").status == "timeout"
+        assert run(sb, "x = bytearray(2**33)").status == "memory"
+        assert run(sb, "import os\nos.fork()").status == "error"
+        assert run(sb, "while True: print('x' * 99999)").reason == "output limit"
+        verifier = CodeVerifier(timeout_s=TIMEOUT, sandbox=sb)
+        for trick in EARLY_EXITS.values():
+            attack(verifier, WRONG + trick)
+        attack(verifier, "class A:\n    __eq__ = lambda s, o: True\ndef add(a, b):\n    return A()\n")
+        assert verifier.verify(WRONG.replace("-", "+"), REFERENCE).correct
+    finally:
+        sb.close()

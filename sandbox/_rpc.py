@@ -26,7 +26,7 @@ import struct
 import sys
 import time
 
-MAX_MESSAGE = 64 << 20
+MAX_MESSAGE = 16 << 20
 MAX_DEPTH = 200
 _PLAIN = (type(None), bool, int, float, str)
 

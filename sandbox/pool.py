@@ -186,12 +186,13 @@ class Sandbox:
         result["warning"] = None if zygote.namespaced else NAMESPACE_WARNING.format(why=zygote.problem)
         return result
 
-    def map(self, cfgs: Iterable[dict]) -> list[dict]:
-        """Results for many jobs, in order, with every worker busy."""
+    def map(self, cfgs: Iterable[dict], workers: int | None = None) -> list[dict]:
+        """Results for many jobs, in order, with every worker (or `workers` of them) busy."""
         cfgs = list(cfgs)
-        if len(cfgs) <= 1:
+        width = min(workers or self.workers, self.workers, len(cfgs))
+        if width <= 1:
             return [self.run(c) for c in cfgs]
-        with ThreadPoolExecutor(min(self.workers, len(cfgs))) as pool:
+        with ThreadPoolExecutor(width) as pool:
             return list(pool.map(self.run, cfgs))
 
     def close(self) -> None:

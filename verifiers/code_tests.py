@@ -67,10 +67,11 @@ class CodeVerifier(Verifier):
         return self.verify_batch([(response, reference)])[0]
 
     def verify_batch(self, pairs: Iterable[tuple[str, Any]], workers: int | None = None) -> list[Verdict]:
-        """Verdicts in input order; all programs of the batch share the sandbox's warm workers."""
+        """Verdicts in input order; the programs of the batch share the sandbox's warm workers (all of
+        them, or at most `workers`)."""
         plans = [self._plan(response, reference) for response, reference in pairs]
         jobs = [j for plan in plans if not isinstance(plan, Verdict) for j in plan[1]]
-        results = iter(self.sandbox.map(jobs))
+        results = iter(self.sandbox.map(jobs, workers))
         verdicts = []
         for plan in plans:
             if isinstance(plan, Verdict):

@@ -67,10 +67,28 @@ def equivalent_forms(ref: str) -> list[tuple[str, str]]:
             decimal = _terminating_decimal(value)
             if decimal:
                 forms.append(("as a decimal", boxed(decimal)))
+    variable = next((v for v in "xyznk" if v not in ref), None)
+    if variable and not re.search(r"[=<>,]|\\text|\\in|\\begin|\\le|\\ge|\\mbox|_", ref):
+        forms.append(("as x = value", boxed(f"{variable} = {ref}")))
+    forms.append(("answer line", f"The computation is done.\nAnswer: {ref}"))
+    changed = _change_digit(ref, first=True)
+    if changed:
+        forms.append(("wrong box then right box", f"At first I got $\\boxed{{{changed}}}$, but correcting a sign, $\\boxed{{{ref}}}$."))
+    if value is not None and value.denominator == 1 and value >= 0:
+        forms.append(("currency", boxed(f"\\${value.numerator}")))
     terms = split_top_level(ref, ("+",))
     if len(terms) == 2 and all(terms) and not any(c in ref for c in ("-", "\\pm", "=", ",")):
         forms.append(("sum reordered", boxed(f"{terms[1]} + {terms[0]}")))
     return forms
+
+
+def _change_digit(ref: str, first: bool) -> str | None:
+    """`ref` with its first (or last) digit increased by one, modulo 10; None if it has no digit."""
+    digits = [i for i, c in enumerate(ref) if c.isdigit()]
+    if not digits:
+        return None
+    i = digits[0] if first else digits[-1]
+    return ref[:i] + str((int(ref[i]) + 1) % 10) + ref[i + 1 :]
 
 
 def _rational_value(ref: str) -> Fraction | None:
@@ -97,10 +115,12 @@ def _terminating_decimal(value: Fraction) -> str | None:
 def different_forms(ref: str) -> list[tuple[str, str]]:
     """(transformation, response) pairs whose answer has a different value from the reference."""
     forms = []
-    digits = [i for i, c in enumerate(ref) if c.isdigit()]
-    if digits:
-        i = digits[0]
-        forms.append(("first digit changed", boxed(ref[:i] + str((int(ref[i]) + 1) % 10) + ref[i + 1 :])))
+    first, last = _change_digit(ref, first=True), _change_digit(ref, first=False)
+    if first:
+        forms.append(("first digit changed", boxed(first)))
+        forms.append(("right box then wrong box", f"I got $\\boxed{{{ref}}}$; on reflection the answer is $\\boxed{{{first}}}$."))
+    if last and last != first and not re.search(r"\^\{?\d\}?$", ref):  # not a unit's exponent (cm^2)
+        forms.append(("last digit changed", boxed(last)))
     value = _rational_value(ref)
     if value is not None and value != 0:
         forms.append(("negated", boxed(str(-value) if value.denominator == 1 else f"-{ref}" if not ref.startswith("-") else ref[1:])))
@@ -126,10 +146,12 @@ def labelled_pairs(limit: int | None = None) -> list[dict]:
         sources.append(("math500", [json.loads(l)["answer"] for l in math500.open()]))
     for source, refs in sources:
         for ref in refs[:limit]:
-            for how, response in equivalent_forms(ref):
-                pairs.append({"source": source, "how": how, "response": response, "reference": ref, "label": True})
-            for how, response in different_forms(ref):
-                pairs.append({"source": source, "how": how, "response": response, "reference": ref, "label": False})
+            seen = set()
+            for label, forms in ((True, equivalent_forms(ref)), (False, different_forms(ref))):
+                for how, response in forms:
+                    if response not in seen:
+                        seen.add(response)
+                        pairs.append({"source": source, "how": how, "response": response, "reference": ref, "label": label})
     for category, answer, reference, expected in all_cases():
         pairs.append({"source": "hand", "how": category, "response": as_response(category, answer),
                       "reference": reference, "label": expected})
@@ -228,6 +250,22 @@ def print_table(rows: list[dict], n: int) -> None:
         print(f"{row['name']:<14}" + "".join(f"{fmt.format(row[key]) if key in row else '-':>12}" for key, _, fmt in cols))
 
 
+def print_breakdown(pairs: list[dict], ours: list, theirs: list) -> None:
+    """Accuracy per transformation (or hand-case category), where the two verifiers differ."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, p in enumerate(pairs):
+        groups.setdefault((p["source"], p["how"]), []).append(i)
+    lines = []
+    for (source, how), idx in sorted(groups.items()):
+        a = sum(ours[i][0] == pairs[i]["label"] for i in idx)
+        b = sum(theirs[i][0] == pairs[i]["label"] for i in idx)
+        if a != b:
+            lines.append(f"  {source + '/' + how:<44}{len(idx):>7}{a:>8}{b:>13}")
+    if lines:
+        print(f"\nwhere they differ (pairs right out of n):\n  {'source/transformation':<44}{'n':>7}{'ours':>8}{'math-verify':>13}")
+        print("\n".join(lines))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=None, help="use only the first N answers of each data set")
@@ -243,6 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     print_table(rows, len(pairs))
     ratio = rows[1]["total_s"] / rows[0]["total_s"]
     print(f"\nspeed ratio (math-verify time / our time, summed over single calls): {ratio:.1f}x")
+    print_breakdown(pairs, ours, theirs)
     if args.show_errors:
         for name, results in (("ours", ours), ("math-verify", theirs)):
             wrong = [(p, r) for p, r in zip(pairs, results) if r[0] != p["label"]]

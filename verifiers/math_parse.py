@@ -69,7 +69,7 @@ _RELATIONS = (("\\leq", "<="), ("\\geq", ">="), ("\\le", "<="), ("\\ge", ">="), 
 
 
 class ParseError(ValueError):
-    """The answer could not be read as mathematics (it may still be compared as text)."""
+    """The answer could not be read as mathematics: for an extracted answer, a wrong answer."""
 
 
 class TooLarge(ValueError):
@@ -115,8 +115,8 @@ def split_top_level(s: str, separators: tuple[str, ...]) -> list[str]:
     """Split `s` at separators that are outside every (), [], {} and `\\{ \\}` pair."""
     parts, depth, start, i = [], 0, 0, 0
     while i < len(s):
-        if s.startswith("\\{", i) or s.startswith("\\left", i):
-            depth += 1 if s.startswith("\\{", i) else 0
+        if s.startswith("\\{", i):
+            depth += 1
             i += 2
             continue
         if s.startswith("\\}", i):
@@ -182,7 +182,7 @@ def parse_answer(s: str):
     s = strip_outer_parentheses(s.strip())
     if not s:
         raise ParseError("empty answer")
-    if len(s) > _MAX_PARSE_CHARS * 20:
+    if len(s) > _MAX_PARSE_CHARS:
         raise TooLarge(f"answer of {len(s)} characters")
 
     matrix = re.fullmatch(r"\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}", s, re.DOTALL)
@@ -395,7 +395,7 @@ def check_size(expr) -> None:
     nodes = 0
 
     def bits(e) -> float:
-        """Upper estimate of log2 of |e| for numeric subtrees, 0 for symbolic ones."""
+        """Upper estimate of log2 of |e| for numeric subtrees (1 for symbols and other leaves)."""
         nonlocal nodes
         nodes += 1
         if nodes > _MAX_NODES:

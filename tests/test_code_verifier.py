@@ -17,10 +17,22 @@ ADD = {"tests": ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-
 
 
 @pytest.fixture(scope="module")
-def verifier():
-    sandbox = Sandbox(workers=2)
-    yield CodeVerifier(timeout_s=5.0, sandbox=sandbox)
-    sandbox.close()
+def sandbox():
+    sb = Sandbox(workers=2)
+    yield sb
+    sb.close()
+
+
+@pytest.fixture(scope="module")
+def verifier(sandbox):
+    return CodeVerifier(timeout_s=5.0, sandbox=sandbox)
+
+
+@pytest.fixture(scope="module")
+def patient(sandbox):
+    """For the public references: a few are slow by design (MBPP 123 sums divisors up to 9999, seconds
+    on a busy CPU); these tests check the harness, not the references' speed."""
+    return CodeVerifier(timeout_s=30.0, sandbox=sandbox)
 
 
 def load(name: str) -> list[dict]:
@@ -190,7 +202,7 @@ def test_registered_as_code():
 
 
 @pytest.mark.slow
-def test_every_humaneval_canonical_solution_passes(verifier):
+def test_every_humaneval_canonical_solution_passes(patient):
     rows = load("humaneval.jsonl")
     assert len(rows) == 164
     pairs = [
@@ -198,22 +210,22 @@ def test_every_humaneval_canonical_solution_passes(verifier):
          {"test": row["test"], "entry_point": row["entry_point"], "prompt_prefix": row["prompt"]})
         for row in rows
     ]
-    verdicts = verifier.verify_batch(pairs)
+    verdicts = patient.verify_batch(pairs)
     failed = [(row["task_id"], v.reason) for row, v in zip(rows, verdicts) if not v.correct]
     assert failed == []
     broken = [(row["prompt"] + "    return None\n", ref) for row, (_, ref) in zip(rows, pairs)]
-    passed_anyway = [row["task_id"] for row, v in zip(rows, verifier.verify_batch(broken)) if v.correct]
+    passed_anyway = [row["task_id"] for row, v in zip(rows, patient.verify_batch(broken)) if v.correct]
     assert passed_anyway == []
 
 
 @pytest.mark.slow
-def test_every_mbpp_reference_solution_passes(verifier):
+def test_every_mbpp_reference_solution_passes(patient):
     rows = load("mbpp.jsonl")
     assert len(rows) == 974
     pairs = [
         (f"```python\n{row['code']}\n```", {"tests": row["test_list"], "setup": row["test_setup_code"]})
         for row in rows
     ]
-    verdicts = verifier.verify_batch(pairs)
+    verdicts = patient.verify_batch(pairs)
     failed = [(row["task_id"], v.reason) for row, v in zip(rows, verdicts) if not v.correct]
     assert failed == []

@@ -7,10 +7,13 @@ program, which costs about a millisecond instead of the tens of milliseconds of 
 
 from __future__ import annotations
 
+import collections
+import json
 import os
 import queue
 import select
 import shutil
+import struct
 import subprocess
 import sys
 import threading
@@ -52,6 +55,14 @@ def _bwrap_command(python: str) -> list[str] | None:
     return cmd
 
 
+def _encode(cfg: dict) -> bytes:
+    body = json.dumps(cfg).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+PIPELINE_BYTES = 32 << 10  # a second job is queued in a worker's pipe only if it fits there without blocking
+
+
 class Zygote:
     """One warm worker process and its control pipes."""
 
@@ -81,9 +92,18 @@ class Zygote:
         else:
             self.problem = "bubblewrap (bwrap) not found" if prefer_namespaces else "namespaces turned off"
 
-    def request(self, cfg: dict) -> dict:
-        _zygote.write_msg(self.proc.stdin.fileno(), cfg)
-        return self._receive(cfg["timeout_s"] * cfg.get("runs", 1) + 15.0)
+    def request(self, cfg: dict) -> dict | None:
+        self.send(_encode(cfg))
+        return self.receive(cfg)
+
+    def send(self, message: bytes) -> None:
+        data = message
+        while data:
+            data = data[os.write(self.proc.stdin.fileno(), data):]
+
+    def receive(self, cfg: dict) -> dict | None:
+        """The result of the oldest job sent; None if the worker died or overstayed that job's limit."""
+        return self._receive(cfg["timeout_s"] + 15.0)
 
     def _receive(self, timeout: float) -> dict | None:
         fd = self.proc.stdout.fileno()
@@ -170,30 +190,75 @@ class Sandbox:
                 self._started -= 1
 
     def run(self, cfg: dict) -> dict:
-        """Run one job (see `_zygote.run_job`) and return its result dict."""
+        """Run one job (see `_zygote.serve`) and return its result dict."""
+        return self.map([cfg])[0]
+
+    def map(self, cfgs: Iterable[dict], workers: int | None = None) -> list[dict]:
+        """Results for many jobs, in order, with every worker (or `workers` of them) busy. Each worker
+        has a second job waiting in its pipe while it runs one, so it never waits for the host."""
+        cfgs = list(cfgs)
+        todo = collections.deque(range(len(cfgs)))
+        results: list[dict | None] = [None] * len(cfgs)
+        width = min(workers or self.workers, self.workers, len(cfgs))
+        if width <= 1:
+            self._feed(cfgs, todo, results)
+        else:
+            with ThreadPoolExecutor(width) as pool:
+                for done in [pool.submit(self._feed, cfgs, todo, results) for _ in range(width)]:
+                    done.result()
+        return results  # type: ignore[return-value]
+
+    def _feed(self, cfgs: list[dict], todo: collections.deque, results: list) -> None:
+        """One host thread driving one worker until no job is left."""
         zygote = self._acquire()
-        t0 = time.monotonic()
+        inflight: collections.deque[int] = collections.deque()
         try:
-            result = zygote.request(cfg)
-        except (OSError, ValueError):
-            result = None
-        if result is None:  # the worker died or hung: replace it; the job counts as killed, never passed
-            zygote.proc.kill()
-            result = {"status": "killed", "reason": "sandbox worker died", "exit_code": None,
-                      "stdout": "", "stderr": "", "duration_s": time.monotonic() - t0}
-        self._release(zygote)
+            while True:
+                while len(inflight) < 2:
+                    try:
+                        i = todo.popleft()
+                    except IndexError:
+                        break
+                    message = _encode(cfgs[i])
+                    if inflight and len(message) > PIPELINE_BYTES:
+                        todo.appendleft(i)
+                        break
+                    try:
+                        zygote.send(message)
+                    except OSError:
+                        todo.appendleft(i)
+                        break
+                    inflight.append(i)
+                if not inflight:
+                    if todo:  # the worker died before taking any job: get another one
+                        self._release(zygote)
+                        zygote = self._acquire()
+                        continue
+                    return
+                t0 = time.monotonic()
+                head = inflight.popleft()
+                result = zygote.receive(cfgs[head])
+                if result is None:  # the worker died or hung on this job: it counts as killed, never passed
+                    zygote.proc.kill()
+                    result = {"status": "killed", "reason": "sandbox worker died", "exit_code": None,
+                              "stdout": "", "stderr": "", "duration_s": time.monotonic() - t0}
+                    todo.extendleft(reversed(inflight))  # queued behind it, never started: run elsewhere
+                    inflight.clear()
+                    results[head] = self._annotate(result, zygote)
+                    self._release(zygote)
+                    zygote = self._acquire()
+                    continue
+                results[head] = self._annotate(result, zygote)
+        finally:
+            if inflight:  # an exception left results in the pipe: this worker cannot be reused
+                zygote.proc.kill()
+            self._release(zygote)
+
+    @staticmethod
+    def _annotate(result: dict, zygote: Zygote) -> dict:
         result["isolation"] = "namespaces" if zygote.namespaced else "limits only"
         result["warning"] = None if zygote.namespaced else NAMESPACE_WARNING.format(why=zygote.problem)
         return result
-
-    def map(self, cfgs: Iterable[dict], workers: int | None = None) -> list[dict]:
-        """Results for many jobs, in order, with every worker (or `workers` of them) busy."""
-        cfgs = list(cfgs)
-        width = min(workers or self.workers, self.workers, len(cfgs))
-        if width <= 1:
-            return [self.run(c) for c in cfgs]
-        with ThreadPoolExecutor(width) as pool:
-            return list(pool.map(self.run, cfgs))
 
     def close(self) -> None:
         while not self._idle.empty():

@@ -38,7 +38,8 @@ else:  # run as a script inside the sandbox, with -I (so its own directory is no
     import _rpc
 
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x08000000, 0x10000000, 0x20000000
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 1, 4, 28, 38
+SECURE_NOROOT_LOCKED = 0x2F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS, each with its lock
 PR_SET_CHILD_SUBREAPER = 36
 
 MEMORY_EXIT = 120  # P exits with this after a MemoryError: "memory", not "error"
@@ -108,9 +109,8 @@ def _map_self(uid: int, gid: int) -> None:
 
 
 def _drop_capabilities() -> None:
-    for cap in range(64):
-        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break
+    # Locked securebits: uid 0 gains no capabilities from execve, and that cannot be undone.
+    _check(_libc.prctl(PR_SET_SECUREBITS, SECURE_NOROOT_LOCKED, 0, 0, 0), "securebits")
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable for both 32-bit halves: all zero
     _check(_libc.capset(header, data), "capset")
@@ -142,14 +142,17 @@ def _seccomp_program() -> bytes | None:
     return b"".join(struct.pack("<HBBI", *i) for i in ins)
 
 
+_SECCOMP_CODE = _seccomp_program()  # built once in the zygote, installed in every program
+_SECCOMP_FILTER = ctypes.create_string_buffer(_SECCOMP_CODE or b"")
+_SECCOMP_FPROG = ctypes.create_string_buffer(
+    struct.pack("<HxxxxxxQ", len(_SECCOMP_CODE or b"") // 8, ctypes.addressof(_SECCOMP_FILTER)))
+
+
 def _forbid_new_processes() -> None:
-    code = _seccomp_program()
-    if code is None:
+    if _SECCOMP_CODE is None:
         return
-    buf = ctypes.create_string_buffer(code)
-    prog = struct.pack("<HxxxxxxQ", len(code) // 8, ctypes.addressof(buf))
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    _check(_libc.prctl(22, 2, ctypes.c_char_p(prog), 0, 0), "seccomp")  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    _check(_libc.prctl(22, 2, _SECCOMP_FPROG, 0, 0), "seccomp")  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
 
 def confine_program(cfg: dict, namespaced: bool, workdir: str) -> None:

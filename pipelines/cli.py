@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = Path(config.output) if args.command == "run" else None
     setup_logging(log_dir, args.verbose)
     from data.records import DataError
+    from reasoner.alarms import AlarmStop
     from reasoner.modeling import ModelDirError
     from verifiers import UnknownVerifierError
 
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("reasoner").debug("failed", exc_info=True)
         print(f"reasoner {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except AlarmStop as exc:
+        print(f"reasoner {args.command}: error: {exc}", file=sys.stderr)
+        return 3
     return 0
 
 

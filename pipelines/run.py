@@ -40,7 +40,7 @@ def plan(config: cfg.RunConfig) -> dict[str, object]:
                                         sampling=dataclasses.replace(config.train.sampling))
     train_config = dataclasses.replace(config.train, model=policy, data=curate_config.output,
                                        output=str(out / "train"), metrics=str(out / "metrics.jsonl"),
-                                       algo=config.algo)
+                                       algo=config.algo, heldout=config.train.heldout or tasks_heldout)
     final_model = str(out / "train" / "final")
     evals = {name: dataclasses.replace(config.eval, model=model, data=tasks_heldout,
                                        output=str(out / "eval" / f"{name}.json"))

@@ -27,4 +27,5 @@ def run_stage(config: TrainConfig) -> Path:
     save_stage_config(config, Path(config.output))
     log.info("train: %s on %d tasks, %d steps of %d prompts x %d samples", config.algo, len(tasks), config.steps,
              config.prompts_per_step, config.group_size)
-    return trainer.train(config, model, tokenizer, tasks)
+    heldout = read_tasks(config.heldout) if config.heldout else None
+    return trainer.train(config, model, tokenizer, tasks, heldout)

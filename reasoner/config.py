@@ -73,6 +73,24 @@ class CurateConfig:
 
 
 @dataclass
+class AlarmConfig:
+    alarm_checks: str = opt("length_drift,truncation,entropy_collapse,kl_spike,reward_vs_heldout",
+                            "comma-separated alarms to check each training step")
+    alarm_window: int = opt(3, "steps averaged before a length, truncation or entropy threshold is compared")
+    alarm_baseline_steps: int = opt(5, "first steps whose mean is the baseline of length drift and entropy")
+    length_drift_band: float = opt(0.5, "alarm when mean length leaves baseline*(1 +- this)")
+    truncation_max: float = opt(0.2, "alarm when more than this fraction of responses hit the length cap")
+    entropy_floor: float = opt(0.05, "alarm when entropy (nats/token) falls below this")
+    entropy_min_fraction: float = opt(0.25, "... or below this fraction of its baseline")
+    kl_spike_factor: float = opt(5.0, "alarm when KL exceeds this many times its running median ...")
+    kl_spike_floor: float = opt(0.05, "... and this absolute value")
+    kl_window: int = opt(20, "steps in the KL running median")
+    heldout_drop: float = opt(0.1, "alarm when held-out accuracy falls this far below its best ...")
+    reward_rise: float = opt(0.05, "... while the training reward rose at least this much")
+    stop_on_alarm: bool = opt(False, "stop training with an error when an alarm fires")
+
+
+@dataclass
 class TrainConfig:
     model: str = opt("", "policy to start from (and the reference model)")
     data: str = opt("", "training task records (typically curated)")
@@ -98,6 +116,13 @@ class TrainConfig:
     checkpoint_every: int = opt(20, "steps between checkpoints")
     seed: int = opt(0, "seed")
     backend: str = opt("hf", "generation backend: hf or vllm")
+    heldout: str = opt("", "held-out task records for the periodic held-out check (empty: no check)")
+    heldout_every: int = opt(10, "steps between held-out checks (0: none)")
+    heldout_size: int = opt(64, "held-out tasks in each check (a fixed random subset)")
+    heldout_samples: int = opt(2, "samples per held-out task in each check")
+    tensorboard: bool = opt(True, "TensorBoard events in tensorboard/ beside metrics.jsonl, if installed")
+    wandb_project: str = opt("", "Weights & Biases project to log to (empty: off)")
+    alarms: AlarmConfig = field(default_factory=AlarmConfig)
 
 
 STAGE_CONFIGS: dict[str, type] = {

@@ -20,11 +20,13 @@ import torch
 from tqdm import tqdm
 
 from data.records import Task
+from reasoner.alarms import AlarmMonitor
 from reasoner.algorithms.common import BatchSizes
 from reasoner.algorithms.grpo import group_advantages, grpo_loss
 from reasoner.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, truncate_metrics
-from reasoner.config import TrainConfig
+from reasoner.config import TrainConfig, to_dict
 from reasoner.generation import SamplingParams, make_generator
+from reasoner.loggers import ScalarLoggers
 from reasoner.metrics import MetricsWriter, length_stats
 from reasoner.rollout import Rollout, encode_prompts, micro_batches, pad_batch, response_logprobs, verify_groups
 
@@ -66,8 +68,11 @@ def linear_warmup(warmup_steps: int):
     return lambda step: min(1.0, (step + 1) / max(1, warmup_steps))
 
 
-def train(config: TrainConfig, model, tokenizer, tasks: list[Task]) -> Path:
-    """Run GRPO from the last checkpoint in `config.output` (or from scratch); return the final model path."""
+def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: list[Task] | None = None) -> Path:
+    """Run GRPO from the last checkpoint in `config.output` (or from scratch); return the final model path.
+
+    With `heldout` tasks, a fixed subset of them is checked every `heldout_every` steps (`heldout_accuracy`).
+    """
     output = Path(config.output)
     checkpoints = output / "checkpoints"
     metrics = MetricsWriter(Path(config.metrics or output / "metrics.jsonl"))
@@ -87,7 +92,11 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task]) -> Path:
         log.info("train: resuming from %s (step %d)", checkpoint, start_step)
     truncate_metrics(metrics.path, start_step)
     generator = make_generator(config.backend, model, tokenizer)
-    baseline = [m["response_length_mean"] for m in metrics.read()[:5]]
+    baseline_steps = config.alarms.alarm_baseline_steps
+    baseline = [m["response_length_mean"] for m in metrics.read()[:baseline_steps]]
+    monitor = AlarmMonitor(config.alarms, metrics.path.with_name("alarms.jsonl"), metrics.read())
+    loggers = ScalarLoggers(metrics.path.parent, config.tensorboard, config.wandb_project, to_dict(config))
+    heldout = random.Random(config.seed).sample(heldout, min(len(heldout), config.heldout_size)) if heldout else []
 
     bar = tqdm(range(start_step, config.steps), desc=f"train {config.algo}", unit="step", dynamic_ncols=True,
                initial=start_step, total=config.steps, mininterval=2)
@@ -106,7 +115,7 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task]) -> Path:
         t_train = time.time()
 
         record = {"step": step, **step_metrics(rollout), **stats, "lr": scheduler.get_last_lr()[0]}
-        if len(baseline) < 5:
+        if len(baseline) < baseline_steps:
             baseline.append(record["response_length_mean"])
         record["length_drift"] = record["response_length_mean"] / max(1e-9, float(np.mean(baseline))) - 1.0
         gen_tokens = int(rollout.lengths.sum())
@@ -116,7 +125,12 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task]) -> Path:
             "generate_tokens_per_s": gen_tokens / max(1e-9, t_generate - t0),
             "train_tokens_per_s": stats.pop("train_tokens", 0) / max(1e-9, t_train - t_verify),
         })
+        if heldout and config.heldout_every > 0 and (step % config.heldout_every == 0 or step + 1 == config.steps):
+            record["heldout_accuracy"] = heldout_accuracy(config, generator, heldout)
+            record["time_heldout_s"] = time.time() - t_train
         metrics.write(record)
+        loggers.log(record)
+        monitor.check(record)
         bar.set_postfix(reward=f"{record['reward_mean']:.2f}", len=f"{record['response_length_mean']:.0f}")
         log.info("step %d reward %.3f length %.1f (p90 %.0f) trunc %.2f kl %.4f entropy %.3f %.1fs",
                  step, record["reward_mean"], record["response_length_mean"], record["response_length_p90"],
@@ -124,10 +138,19 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task]) -> Path:
         done = step + 1
         if done % config.checkpoint_every == 0 or done == config.steps:
             save_checkpoint(checkpoints, done, model, tokenizer, optimizer, scheduler, sampler.state())
+    loggers.close()
     final = output / "final"
     model.save_pretrained(final)
     tokenizer.save_pretrained(final)
     return final
+
+
+def heldout_accuracy(config: TrainConfig, generator, tasks: list[Task]) -> float:
+    """Pass rate of the current policy on held-out tasks; the same sampling seed at every check."""
+    params = SamplingParams(config.sampling.max_new_tokens, config.sampling.temperature, config.sampling.top_p,
+                            step_seed(config.seed, -1))
+    rollout = verify_groups(tasks, generator.generate([t.prompt for t in tasks], config.heldout_samples, params))
+    return float(np.mean([v.correct for v in rollout.verdicts]))
 
 
 def step_metrics(rollout: Rollout) -> dict:

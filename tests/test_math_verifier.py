@@ -119,6 +119,7 @@ def test_timeout_is_its_own_reason():
     assert time.monotonic() - start < 1.0
     assert verdict.timed_out and not verdict.correct and verdict.reward == 0.0
     assert verdict.reason == "timeout after 0.2s"
+    assert MathVerifier().timeout_s == 2.0
     # the killed worker is replaced: the next call that needs sympy works
     assert verifier.verify("\\boxed{\\sqrt{12}}", "2\\sqrt{3}").correct
 
@@ -224,3 +225,17 @@ def test_random_token_soup_never_raises(verifier):
     verdicts = verifier.verify_batch(pairs)
     assert all(isinstance(v, Verdict) and v.reward in (0.0, 1.0) for v in verdicts)
     assert time.monotonic() - start < 20
+
+
+@pytest.mark.parametrize("response", [
+    "}" + " " * 50_000 + "ab1",  # once quadratic: a pattern starting with `\s*` searched along the spaces
+    "\\boxed{" * 8 + "x" * 1_000_000,  # eight unclosed boxes, each scanned to the end
+    "\\text{" * 10_000,
+    "1" + "a" * 50_000 + "1",
+], ids=["run of spaces", "unclosed boxes", "text commands", "run of letters"])
+def test_in_process_stages_are_fast_on_adversarial_text(verifier, response):
+    """Extraction and normalisation run outside the killable worker, so they must be fast by design."""
+    start = time.monotonic()
+    verifier.verify(response, "1")
+    verifier.verify(f"\\boxed{{{response[:40_000]}}}", "1")
+    assert time.monotonic() - start < 2.0

@@ -83,7 +83,7 @@ class MathVerifier(Verifier):
                 if status == "ok":
                     verdicts[i] = _verdict(result[0], extracted, reference, result[1])
                 elif status == "timeout":
-                    verdicts[i] = Verdict(False, 0.0, f"timeout after {self.timeout_s:g}s", extracted, {"detail": "timeout"})
+                    verdicts[i] = Verdict(False, 0.0, f"timeout after {self.timeout_s}s", extracted, {"detail": "timeout"})
                 else:
                     verdicts[i] = Verdict(False, 0.0, f"not equal: comparison failed ({result})", extracted,
                                           {"detail": "error"})

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from verifiers.math_extract import matching_brace
+
 # Commands that only change how something looks.
 _LAYOUT = re.compile(
     r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])|\\displaystyle|\\textstyle"
@@ -22,8 +24,10 @@ _EMPTY_SET = re.compile(r"\\(?:emptyset|varnothing)(?![A-Za-z])|∅")
 _FRAC_VARIANTS = re.compile(r"\\[dtc]frac(?![A-Za-z])")
 _TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|operatorname|mathsf|textnormal)\s*\{")
 _CURRENCY = re.compile(r"\\\$|\$|US\$|€|£|¥|₹|\\euro|\\pounds|\b(?:USD|dollars?|euros?|cents?)\b")
-_PERCENT = re.compile(r"\\%|%|\s*\bpercent\b|\s*\\text\{\s*percent\s*\}")
-_DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree|\s*\bdegrees?\b")
+# No pattern here starts with `\s*`: searched from every position of a long run of spaces, that
+# would cost quadratic time; the spaces left behind are collapsed afterwards.
+_PERCENT = re.compile(r"\\%|%|\bpercent\b|\\text\{\s*percent\s*\}")
+_DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree|\bdegrees?\b")
 _THOUSANDS_BRACED = re.compile(r"(?<=\d)\{,\}(?=\d{3})")
 _THOUSANDS_SPACED = re.compile(r"(?<=\d),\s*\\!\s*(?=\d{3})|(?<=\d)\\,(?=\d{3}(?!\d))")
 _THOUSANDS_PLAIN = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
@@ -66,13 +70,11 @@ def unwrap_text_commands(s: str) -> tuple[str, bool]:
         m = _TEXT_COMMANDS.search(s)
         if not m:
             break
-        depth, i = 1, m.end()
-        while i < len(s) and depth:
-            depth += {"{": 1, "}": -1}.get(s[i], 0)
-            i += 1
-        if depth:
+        close = matching_brace(s, m.end() - 1)
+        if close < 0:
             break
-        inner = s[m.end() : i - 1]
+        i = close + 1
+        inner = s[m.end() : close]
         if m.start() == 0 and i == len(s):
             whole = True
         s = s[: m.start()] + inner + s[i:]

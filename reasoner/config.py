@@ -27,6 +27,33 @@ class SamplingConfig:
 
 
 @dataclass
+class PPOConfig:
+    gamma: float = opt(1.0, "PPO: discount of GAE (veRL's default; the paper's 0.99 favours short answers)")
+    gae_lambda: float = opt(1.0, "PPO: lambda of GAE (1.0: Monte Carlo returns minus the critic's baseline)")
+    value_clip: float = opt(0.2, "PPO: clip range of the value loss around the old values (0: no clipping)")
+    vf_coef: float = opt(0.1, "PPO: weight of the value loss")
+    whiten_advantages: bool = opt(True, "PPO: whiten advantages over the batch's tokens")
+    critic: str = opt("shared", "PPO: shared (value head on the policy's backbone, trained through it) or probe "
+                                "(value head on the backbone's detached features)")
+    critic_lr: float = opt(2e-3, "PPO: learning rate of the value head")
+    critic_warmup_steps: int = opt(0, "PPO: first steps that train only the critic")
+
+
+@dataclass
+class DPOConfig:
+    pairs: str = opt("", "DPO: pairs JSONL from `reasoner pairs` (empty: build them from --data first)")
+    dpo_beta: float = opt(0.1, "DPO: beta, the strength of the pull towards the reference")
+    dpo_loss: str = opt("sigmoid", "DPO: sigmoid (DPO) or ipo")
+    label_smoothing: float = opt(0.0, "DPO: label smoothing of the sigmoid loss (conservative DPO)")
+    dpo_epochs: int = opt(2, "DPO: passes over the pairs of each round")
+    dpo_batch_size: int = opt(32, "DPO: pairs per optimiser step")
+    dpo_rounds: int = opt(1, "DPO: rounds of sample, pair, train (above 1: online DPO from the current policy)")
+    samples_per_prompt: int = opt(8, "DPO: samples per prompt when building pairs")
+    pairs_per_prompt: int = opt(2, "DPO: at most this many pairs per prompt")
+    length_matched: bool = opt(True, "DPO: pair each right answer with the wrong one closest in length")
+
+
+@dataclass
 class InitModelConfig:
     output: str = opt("", "directory to write the model to")
     preset: str = opt("tiny", "model shape: tiny (about 2M parameters) or micro (tests)")
@@ -113,6 +140,11 @@ class TrainConfig:
     epochs_per_batch: int = opt(1, "optimisation epochs over each batch of rollouts")
     micro_batch_size: int = opt(64, "sequences per forward/backward")
     skip_equal_groups: bool = opt(True, "drop groups whose rewards are all equal (no gradient)")
+    kl_in_reward: bool = opt(False, "subtract beta * KL from each sequence's reward instead of adding it to the loss")
+    truncation: str = opt("keep", "over-long samples: keep, mask (no loss) or punish (reward - truncation_penalty)")
+    truncation_penalty: float = opt(1.0, "reward taken from an over-long sample when --truncation punish")
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    dpo: DPOConfig = field(default_factory=DPOConfig)
     checkpoint_every: int = opt(20, "steps between checkpoints")
     seed: int = opt(0, "seed")
     backend: str = opt("hf", "generation backend: hf or vllm")

@@ -30,8 +30,12 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save_checkpoint(directory: Path, step: int, model, tokenizer, optimizer, scheduler, trainer_state: dict) -> Path:
-    """Write checkpoint `step` (the number of steps completed) atomically; keep only the newest two."""
+def save_checkpoint(directory: Path, step: int, model, tokenizer, optimizer, scheduler, trainer_state: dict,
+                    save_extra=None) -> Path:
+    """Write checkpoint `step` (the number of steps completed) atomically; keep only the newest two.
+
+    `save_extra(dir)` writes an algorithm's own files (PPO's value head) into the checkpoint before it is renamed.
+    """
     final = directory / f"{PREFIX}{step:06d}"
     tmp = directory / f".{PREFIX}{step:06d}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -43,6 +47,8 @@ def save_checkpoint(directory: Path, step: int, model, tokenizer, optimizer, sch
     (tmp / "trainer_state.json").write_text(json.dumps({"step": step, **trainer_state}))
     if final.exists():
         shutil.rmtree(final)
+    if save_extra is not None:
+        save_extra(tmp)
     os.replace(tmp, final)
     for old in list_checkpoints(directory)[:-2]:
         shutil.rmtree(old, ignore_errors=True)

@@ -12,7 +12,8 @@ import copy
 import logging
 import random
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from tqdm import tqdm
 
 from data.records import Task
 from reasoner.alarms import AlarmMonitor
-from reasoner.algorithms.common import BatchSizes
+from reasoner.algorithms.common import KL_ESTIMATORS, TRUNCATION, BatchSizes, kl_penalised_rewards
 from reasoner.algorithms.grpo import group_advantages, grpo_loss
 from reasoner.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, truncate_metrics
 from reasoner.config import TrainConfig, to_dict
@@ -68,7 +69,18 @@ def linear_warmup(warmup_steps: int):
     return lambda step: min(1.0, (step + 1) / max(1, warmup_steps))
 
 
-def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: list[Task] | None = None) -> Path:
+@dataclass
+class Algorithm:
+    """What the loop asks of an algorithm; GRPO's by default. PPO brings its critic in through these."""
+
+    update: Callable[..., dict] = None  # (config, model, reference, tokenizer, optimizer, rollout) -> stats
+    param_groups: list[dict] = field(default_factory=list)  # trained beside the policy (a value head)
+    save: Callable[[Path], None] = lambda directory: None  # its files, into each checkpoint and the final model
+    load: Callable[[Path], None] = lambda directory: None  # ... and back from a checkpoint on resume
+
+
+def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: list[Task] | None = None,
+          algorithm: Algorithm | None = None) -> Path:
     """Run GRPO from the last checkpoint in `config.output` (or from scratch); return the final model path.
 
     With `heldout` tasks, a fixed subset of them is checked every `heldout_every` steps (`heldout_accuracy`).
@@ -80,7 +92,9 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
     reference = None
     if config.beta > 0:
         reference = copy.deepcopy(model).eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    algorithm = algorithm or Algorithm(update=grpo_update)
+    optimizer = torch.optim.AdamW([{"params": list(model.parameters())}, *algorithm.param_groups], lr=config.lr,
+                                  betas=(0.9, 0.99), weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(config.warmup_steps))
     sampler = TaskSampler(tasks, config.seed)
     start_step = 0
@@ -88,6 +102,7 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
     if checkpoint is not None:
         model.load_state_dict(type(model).from_pretrained(checkpoint).state_dict())
         state = load_trainer_state(checkpoint, optimizer, scheduler)
+        algorithm.load(checkpoint)
         start_step, sampler.epoch, sampler.position = state["step"], state["epoch"], state["position"]
         log.info("train: resuming from %s (step %d)", checkpoint, start_step)
     truncate_metrics(metrics.path, start_step)
@@ -109,7 +124,7 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
         t_generate = time.time()
         rollout = verify_groups(batch_tasks, groups)
         t_verify = time.time()
-        stats = grpo_update(config, model, reference, tokenizer, optimizer, rollout)
+        stats = algorithm.update(config, model, reference, tokenizer, optimizer, rollout)
         scheduler.step()
         generator.load_weights(model)
         t_train = time.time()
@@ -137,10 +152,11 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
                  record["truncation_rate"], record["kl"], record["entropy"], record["time_step_s"])
         done = step + 1
         if done % config.checkpoint_every == 0 or done == config.steps:
-            save_checkpoint(checkpoints, done, model, tokenizer, optimizer, scheduler, sampler.state())
+            save_checkpoint(checkpoints, done, model, tokenizer, optimizer, scheduler, sampler.state(), algorithm.save)
     loggers.close()
     final = output / "final"
     model.save_pretrained(final)
+    algorithm.save(final)
     tokenizer.save_pretrained(final)
     return final
 
@@ -170,11 +186,15 @@ def step_metrics(rollout: Rollout) -> dict:
 
 def grpo_update(config: TrainConfig, model, reference, tokenizer, optimizer, rollout: Rollout) -> dict:
     """One GRPO update on a rollout; returns detached statistics."""
-    rewards = rollout.rewards  # [G, n]
-    advantages = group_advantages(rewards, config.scale_by_std).flatten()  # [G * n]
-    keep = torch.ones_like(advantages, dtype=torch.bool)
+    truncated = torch.tensor([s.truncated for s in rollout.samples]).view(-1, rollout.group_size)  # [G, n]
+    rewards, keep = TRUNCATION[config.truncation](rollout.rewards, truncated, config.truncation_penalty)  # [G, n]
+    keep = keep.flatten()  # [G * n]
     if config.skip_equal_groups:
-        keep = (rewards.std(dim=-1) > 0).repeat_interleave(rollout.group_size)
+        keep = keep & (rewards.std(dim=-1) > 0).repeat_interleave(rollout.group_size)
+    if config.kl_in_reward and reference is not None:
+        kl, kl_mask = rollout_kl(config, model, reference, tokenizer, rollout)  # [G * n, T]
+        rewards = kl_penalised_rewards(rewards.flatten(), kl, kl_mask, config.beta).view_as(rewards)
+    advantages = group_advantages(rewards, config.scale_by_std).flatten()  # [G * n]
     if not keep.any():
         return {"loss": 0.0, "kl": 0.0, "entropy": float("nan"), "clip_frac_low": 0.0, "clip_frac_high": 0.0,
                 "grad_norm": 0.0, "train_tokens": 0}
@@ -200,7 +220,8 @@ def grpo_update(config: TrainConfig, model, reference, tokenizer, optimizer, rol
             logp, entropy = response_logprobs(model, mb, temperature, with_entropy=epoch == 0)
             old_logp = mb["old_logp"] if "old_logp" in mb else logp.detach()
             loss, stats = grpo_loss(logp, old_logp, mb.get("ref_logp"), mb["advantages"], mb["response_mask"], sizes,
-                                    config.clip_low, config.clip_high, config.beta, config.kl_estimator,
+                                    config.clip_low, config.clip_high, 0.0 if config.kl_in_reward else config.beta,
+                                    config.kl_estimator,
                                     config.aggregation)
             loss.backward()
             share = mb["response_mask"].sum().item() / sizes.tokens / config.epochs_per_batch
@@ -217,3 +238,21 @@ def grpo_update(config: TrainConfig, model, reference, tokenizer, optimizer, rol
     totals["grad_norm"] = float(grad_norm)
     totals["train_tokens"] = sizes.tokens * config.epochs_per_batch
     return totals
+
+
+def rollout_batch(tokenizer, rollout: Rollout, rows: list[int] | None = None) -> dict:
+    """The padded batch of the rollout's samples (all of them, or the given rows)."""
+    rows = range(len(rollout.samples)) if rows is None else rows
+    prompt_ids = encode_prompts(tokenizer, rollout.tasks)
+    return pad_batch([prompt_ids[i // rollout.group_size] for i in rows], [rollout.samples[i].token_ids for i in rows],
+                     tokenizer.pad_token_id)
+
+
+@torch.no_grad()
+def rollout_kl(config: TrainConfig, model, reference, tokenizer, rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token KL estimate [N, T] of every sample to the reference, and the response mask [N, T]."""
+    batch = rollout_batch(tokenizer, rollout)
+    pieces = list(micro_batches(batch, config.micro_batch_size))
+    logp = torch.cat([response_logprobs(model, mb, config.sampling.temperature)[0] for mb in pieces])
+    ref_logp = torch.cat([response_logprobs(reference, mb, config.sampling.temperature)[0] for mb in pieces])
+    return KL_ESTIMATORS[config.kl_estimator](logp, ref_logp), batch["response_mask"]

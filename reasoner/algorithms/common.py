@@ -87,3 +87,29 @@ def clipped_policy_loss(
         "ratio_mean": masked_mean(ratio, mask).detach(),
     }
     return loss, stats
+
+
+# ------------------------------------------------------------------------------------ reward shaping
+# Applied to the verifier's rewards [N] before advantages; each returns (rewards, keep [N] bool).
+
+def keep_truncated(rewards: torch.Tensor, truncated: torch.Tensor, penalty: float):
+    """Over-long samples are scored like any other (the paper's GRPO)."""
+    return rewards, torch.ones_like(truncated, dtype=torch.bool)
+
+
+def mask_truncated(rewards: torch.Tensor, truncated: torch.Tensor, penalty: float):
+    """Over-long samples get no loss at all (DAPO's overlong filtering, Yu et al. 2025)."""
+    return rewards, ~truncated
+
+
+def punish_truncated(rewards: torch.Tensor, truncated: torch.Tensor, penalty: float):
+    """Over-long samples lose `penalty` from their reward (a flat form of DAPO's soft overlong punishment)."""
+    return rewards - penalty * truncated.to(rewards.dtype), torch.ones_like(truncated, dtype=torch.bool)
+
+
+TRUNCATION = {"keep": keep_truncated, "mask": mask_truncated, "punish": punish_truncated}
+
+
+def kl_penalised_rewards(rewards: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
+    """KL in the reward rather than the loss: r - beta * sum_t kl_t, per sequence: [N] (as veRL's use_kl_in_reward)."""
+    return rewards - beta * (kl * mask).sum(-1)

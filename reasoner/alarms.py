@@ -6,7 +6,8 @@ is what the trainer calls once per step: it logs a WARNING, appends a line to `a
 metrics.jsonl, and raises `AlarmStop` when `stop_on_alarm` is set.
 
 An alarm fires when its condition starts to hold, not again on every step while it keeps holding; it
-fires again if the condition clears and comes back. Values that were not measured (None, NaN, such as
+fires again if the condition comes back after staying clear for `alarm_cooldown` steps (so a rate that
+hovers at its threshold is one alarm, not one every other step). Values that were not measured (None, NaN, such as
 the entropy of a step whose groups all had equal rewards) never fire anything.
 """
 
@@ -176,22 +177,28 @@ class AlarmMonitor:
         self.config = config
         self.path = Path(path)
         self.history: list[dict] = []
-        self.active: set[str] = set()
+        self.last_held: dict[str, int] = {}  # alarm -> last step its condition held
         for record in history or []:
-            self.history.append(record)
-            self.active = set(check_all(self.history, config))
+            self._update(record)
         if self.path.is_file():
             last = self.history[-1]["step"] if self.history else -1
             kept = [line for line in self.path.read_text().splitlines()
                     if line.strip() and json.loads(line)["step"] <= last]
             self.path.write_text("".join(line + "\n" for line in kept))
 
+    def _update(self, record: dict) -> list[Alarm]:
+        """Add a step; return the alarms that newly fire on it."""
+        self.history.append(record)
+        step = record["step"]
+        holding = check_all(self.history, self.config)
+        fired = [alarm for name, alarm in holding.items()
+                 if step - self.last_held.get(name, -10**9) > max(1, self.config.alarm_cooldown)]
+        self.last_held.update({name: step for name in holding})
+        return fired
+
     def check(self, record: dict) -> list[Alarm]:
         """Check the step just finished; return the alarms that fired on it."""
-        self.history.append(record)
-        holding = check_all(self.history, self.config)
-        fired = [alarm for name, alarm in holding.items() if name not in self.active]
-        self.active = set(holding)
+        fired = self._update(record)
         for alarm in fired:
             log.warning("ALARM step %d %s: %s", alarm.step, alarm.alarm, alarm.message)
             self.path.parent.mkdir(parents=True, exist_ok=True)

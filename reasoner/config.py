@@ -105,6 +105,7 @@ class AlarmConfig:
                             "comma-separated alarms to check each training step")
     alarm_window: int = opt(3, "steps averaged before a length, truncation or entropy threshold is compared")
     alarm_baseline_steps: int = opt(5, "first steps whose mean is the baseline of length drift and entropy")
+    alarm_cooldown: int = opt(10, "steps an alarm must stay clear before it fires again")
     length_drift_band: float = opt(0.5, "alarm when mean length leaves baseline*(1 +- this)")
     truncation_max: float = opt(0.2, "alarm when more than this fraction of responses hit the length cap")
     entropy_floor: float = opt(0.05, "alarm when entropy (nats/token) falls below this")

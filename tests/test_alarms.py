@@ -113,7 +113,15 @@ def test_monitor_on_resume_keeps_earlier_alarms_and_does_not_refire(tmp_path):
     assert resumed.check(records[20]) == []
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [11]
     early = AlarmMonitor(AlarmConfig(), path, history=records[:5])  # the alarm's step is redone: line dropped
-    assert path.read_text() == "" and early.active == set()
+    assert path.read_text() == "" and early.last_held == {}
+
+
+def test_a_rate_hovering_at_its_threshold_is_one_alarm_until_it_stays_clear(tmp_path):
+    hovering = stream(40, truncation_rate=lambda s: 0.4 if s % 4 < 2 else 0.0)  # on 2 of every 4 steps
+    monitor = AlarmMonitor(AlarmConfig(), tmp_path / "a.jsonl")
+    assert sum(len(monitor.check(r)) for r in hovering) == 1
+    chatty = AlarmMonitor(AlarmConfig(alarm_cooldown=0), tmp_path / "b.jsonl")
+    assert sum(len(chatty.check(r)) for r in hovering) > 5
 
 
 def test_stop_on_alarm_raises_a_clear_error(tmp_path):

@@ -44,6 +44,13 @@ def select_band(tasks: list[Task], pass_rates: list[float], low: float, high: fl
     return chosen
 
 
+def balanced_subset(tasks: list[Task], count: int, seed: int = 0) -> list[Task]:
+    """At most `count` tasks drawn at random, an equal share per family while each family lasts."""
+    if not count or count >= len(tasks):
+        return list(tasks)
+    return select_band(tasks, [0.0] * len(tasks), 0.0, 0.0, max_prompts=count, seed=seed)
+
+
 def histogram(pass_rates: list[float], bins: int = 10) -> list[dict]:
     """Counts of pass rates in equal-width bins over [0, 1] (the last bin includes 1.0)."""
     counts = [0] * bins

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from data.curation import format_histogram, histogram, select_band, wilson_interval
+from data.curation import balanced_subset, format_histogram, histogram, select_band, wilson_interval
 from data.records import read_tasks, write_json, write_tasks
 from pipelines.common import save_stage_config
 from reasoner.config import CurateConfig
@@ -24,7 +24,7 @@ def run_stage(config: CurateConfig) -> Path:
     if not 0.0 <= config.band_low <= config.band_high <= 1.0:
         raise ValueError(f"curate: need 0 <= band-low <= band-high <= 1, got {config.band_low}, {config.band_high}")
     output = Path(config.output)
-    tasks = read_tasks(config.data)
+    tasks = balanced_subset(read_tasks(config.data), config.candidates, config.seed)
     tokenizer, model = load_tokenizer(config.model), load_model(config.model)
     save_stage_config(config, output.parent, output.stem + ".config.json")
     log.info("curate: %d candidate prompts, %d samples each", len(tasks), config.samples_per_prompt)

@@ -38,3 +38,13 @@ def test_histogram_counts_every_rate_once():
     rows = histogram([0.0, 0.05, 0.5, 0.99, 1.0], bins=10)
     assert sum(r["count"] for r in rows) == 5
     assert rows[0]["count"] == 2 and rows[-1]["count"] == 2
+
+
+def test_balanced_subset_draws_evenly_and_without_repeats():
+    from data.curation import balanced_subset
+
+    tasks = _tasks(50, "math") + _tasks(10, "code")
+    subset = balanced_subset(tasks, 16, seed=1)
+    assert len(subset) == 16 and len({t.id for t in subset}) == 16
+    assert [t.family for t in subset].count("code") == 8
+    assert balanced_subset(tasks, 0) == tasks

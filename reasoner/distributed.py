@@ -1,0 +1,177 @@
+"""Processes and the optimiser: plain PyTorch in one process, DeepSpeed (ZeRO 2 or 3) across several.
+
+The trainer talks to an engine with four verbs, `backward(loss, last)`, `step()`, `save(dir)` and
+`load(dir)`, so the loop reads the same on one CPU and on many GPUs. Losses are normalised by sizes of
+the whole global batch; DeepSpeed averages gradients over ranks, so the engine multiplies each rank's loss
+by the world size to make the update the same as one process taking the whole batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+
+def launched_distributed() -> bool:
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def init() -> None:
+    """Join the process group the DeepSpeed launcher set up (gloo on the CPU, nccl on GPUs)."""
+    if launched_distributed() and not dist.is_initialized():
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+def barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def all_reduce(values: list[float], op: str = "sum") -> list[float]:
+    """Sum (or max) a few numbers over ranks."""
+    if not dist.is_initialized():
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+    return tensor.tolist()
+
+
+def all_gather_objects(obj: Any) -> list[Any]:
+    if not dist.is_initialized():
+        return [obj]
+    out: list[Any] = [None] * world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def device() -> torch.device:
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
+
+
+def linear_warmup(warmup_steps: int):
+    return lambda step: min(1.0, (step + 1) / max(1, warmup_steps))
+
+
+class TorchEngine:
+    """One process: AdamW, linear warm-up, gradient clipping."""
+
+    def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
+                 weight_decay: float = 0.0):
+        self.module, self.grad_clip = model, grad_clip
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, linear_warmup(warmup_steps))
+
+    def backward(self, loss: torch.Tensor, last: bool) -> None:
+        loss.backward()
+
+    def step(self) -> float:
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(grad_norm)
+
+    @property
+    def lr(self) -> float:
+        return self.scheduler.get_last_lr()[0]
+
+    def save(self, directory: Path) -> None:
+        torch.save({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()},
+                   directory / "optimizer.pt")
+
+    def load(self, directory: Path) -> None:
+        blob = torch.load(directory / "optimizer.pt", weights_only=False)
+        self.optimizer.load_state_dict(blob["optimizer"])
+        self.scheduler.load_state_dict(blob["scheduler"])
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        return self.module.state_dict()
+
+
+class DeepSpeedEngine:
+    """Several processes: DeepSpeed ZeRO stage 2 or 3, bf16 on GPUs and fp32 on the CPU."""
+
+    def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float, zero_stage: int = 2,
+                 offload: bool = False, weight_decay: float = 0.0):
+        import deepspeed
+
+        cuda = torch.cuda.is_available()
+        zero: dict[str, Any] = {"stage": zero_stage}
+        if offload:
+            zero["offload_optimizer"] = {"device": "cpu"}
+        config = {
+            "train_micro_batch_size_per_gpu": 1,  # the trainer does its own micro-batching and normalisation
+            "gradient_accumulation_steps": 1,
+            "gradient_clipping": grad_clip,
+            "zero_optimization": zero,
+            "bf16": {"enabled": cuda},
+            "zero_allow_untested_optimizer": True,
+            "steps_per_print": 10**9,
+        }
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup_steps))
+        self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config)
+        self.module = self.engine.module
+        self.zero_stage = zero_stage
+
+    def backward(self, loss: torch.Tensor, last: bool) -> None:
+        # Gradients are reduced over ranks only at the boundary; every rank runs the same number of
+        # micro-batches, so the boundaries line up.
+        self.engine.set_gradient_accumulation_boundary(last)
+        self.engine.backward(loss * world_size())
+
+    def step(self) -> float:
+        self.engine.set_gradient_accumulation_boundary(True)
+        self.engine.step()
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else float("nan")
+
+    @property
+    def lr(self) -> float:
+        return self.scheduler.get_last_lr()[0]
+
+    def save(self, directory: Path) -> None:
+        self.engine.save_checkpoint(str(directory), tag="deepspeed")  # collective: every rank writes its part
+
+    def load(self, directory: Path) -> None:
+        self.engine.load_checkpoint(str(directory), tag="deepspeed")
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The whole model's weights on every rank (ZeRO 3 gathers its partitions)."""
+        if self.zero_stage == 3:
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters(list(self.module.parameters()), modifier_rank=None):
+                return {k: v.detach().clone() for k, v in self.module.state_dict().items()}
+        return self.module.state_dict()
+
+
+def make_engine(model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float, zero_stage: int = 2,
+                offload: bool = False, weight_decay: float = 0.0):
+    if dist.is_initialized() and world_size() > 1:
+        return DeepSpeedEngine(model, lr, warmup_steps, grad_clip, zero_stage, offload, weight_decay)
+    return TorchEngine(model, lr, warmup_steps, grad_clip, weight_decay)

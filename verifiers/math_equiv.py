@@ -30,10 +30,10 @@ _PLAIN_DECIMAL = re.compile(r"-?(\d*)\.(\d+)")
 
 def equal_values(x, y) -> bool:
     """True if the two parsed answers are the same mathematical object."""
-    if isinstance(x, Relation) and not isinstance(y, Relation):
-        return _assignment_value(x) is not None and equal_values(_assignment_value(x), y)
-    if isinstance(y, Relation) and not isinstance(x, Relation):
-        return _assignment_value(y) is not None and equal_values(x, _assignment_value(y))
+    if isinstance(x, Relation) != isinstance(y, Relation):
+        relation, other = (x, y) if isinstance(x, Relation) else (y, x)
+        as_value = _assignment_value(relation) if relation.op == "==" else relation_as_interval(relation)
+        return as_value is not None and equal_values(as_value, other)
     if isinstance(x, Relation):
         return equal_relations(x, y)
     if isinstance(x, Items) and isinstance(y, Items):
@@ -64,6 +64,19 @@ def _assignment_value(r: Relation):
     """`x = 3` read as the value 3, so it can be compared with a bare answer; else None."""
     if r.op == "==" and isinstance(r.lhs, sympy.Symbol):
         return r.rhs
+    return None
+
+
+def relation_as_interval(r: Relation) -> IntervalValue | None:
+    """`x > 2` as (2, oo) and `x \\le 3` as (-oo, 3]: a one-variable inequality is a set of numbers."""
+    r = _as_less_than(r)
+    if r.op not in ("<", "<="):
+        return None
+    strict = r.op == "<"
+    if isinstance(r.lhs, sympy.Symbol) and isinstance(r.rhs, sympy.Expr) and not r.rhs.free_symbols:
+        return IntervalValue(True, -sympy.oo, r.rhs, strict)
+    if isinstance(r.rhs, sympy.Symbol) and isinstance(r.lhs, sympy.Expr) and not r.lhs.free_symbols:
+        return IntervalValue(strict, r.lhs, sympy.oo, True)
     return None
 
 

@@ -96,7 +96,7 @@ def _after_phrase(text: str) -> str | None:
         spans = list(_MATH_SPANS.finditer(line))
         if spans:
             return _span_text(spans[0])
-        line = line.rstrip(" .;")  # the sentence's full stop ("3." is 3 anyway)
+        line = line.rstrip(" .;*").lstrip("*")  # the full stop ("3." is 3 anyway) and markdown bold
         if line:
             return line[:_MAX_ANSWER_CHARS]
     return None

@@ -20,6 +20,12 @@ _LAYOUT = re.compile(
 )
 # A row break `\\\\` is matched first so that its second backslash is never read as the space `\\ `.
 _SPACES = re.compile(r"(\\\\)|\\[,:;! ]|\\q?quad(?![A-Za-z])|~|\\hspace\*?\{[^{}]*\}|\\mathord")
+# Unicode that models write for LaTeX: the minus sign (U+2212) above all, which looks like "-".
+_UNICODE = str.maketrans({"\u2212": "-", "\u2013": "-", "\u00d7": "\\times ", "\u22c5": "\\cdot ",
+                          "\u00b7": "\\cdot ", "\u00f7": "/", "\u03c0": "\\pi ", "\u221e": "\\infty ",
+                          "\u221a": "\\sqrt", "\u2264": "\\le ", "\u2265": "\\ge ", "\u2260": "\\ne ",
+                          "\u00a0": " ", "\u2009": " ", "\u202f": " "})
+_APPROX = re.compile(r"\\approx|≈|\\sim(?![A-Za-z])")
 _EMPTY_SET = re.compile(r"\\(?:emptyset|varnothing)(?![A-Za-z])|∅")
 _FRAC_VARIANTS = re.compile(r"\\[dtc]frac(?![A-Za-z])")
 _TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|operatorname|mathsf|textnormal)\s*\{")
@@ -31,6 +37,7 @@ _DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree|\bd
 _THOUSANDS_BRACED = re.compile(r"(?<=\d)\{,\}(?=\d{3})")
 _THOUSANDS_SPACED = re.compile(r"(?<=\d),\s*\\!\s*(?=\d{3})|(?<=\d)\\,(?=\d{3}(?!\d))")
 _THOUSANDS_PLAIN = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_THOUSANDS_SPACE = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")  # "1 000 000", as SI and many languages write it
 _CHOICE = re.compile(r"\(?\s*([A-E])\s*\)?[.:]?")
 _MEMBERSHIP = re.compile(r"^[A-Za-z]\s*\\in\s*")
 # Unit words after a number or a closing brace ("5 apples", "\frac{1}{2} cm^2"). Words must be
@@ -89,14 +96,14 @@ def strip_thousands_separators(s: str) -> str:
     """
     s = _THOUSANDS_BRACED.sub("", s)
     s = _THOUSANDS_SPACED.sub("", s)
-    if _THOUSANDS_PLAIN.fullmatch(s):
-        s = s.replace(",", "")
+    if _THOUSANDS_PLAIN.fullmatch(s) or _THOUSANDS_SPACE.fullmatch(s):
+        s = s.replace(",", "").replace(" ", "")
     return s
 
 
 def normalise(raw: str) -> Answer:
     """The canonical form of an extracted answer or of a reference."""
-    s = raw.strip()
+    s = raw.translate(_UNICODE).strip()
     for left, right in (("$$", "$$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if s.startswith(left) and s.endswith(right) and len(s) >= 4:
             s = s[2:-2]
@@ -104,6 +111,7 @@ def normalise(raw: str) -> Answer:
         s = s[1:-1]
     s = s.strip().rstrip(".").strip()
     s = s[1:].strip() if s.startswith("=") else s  # "= 5", left over from a cut-off derivation
+    s = _APPROX.split(s, 1)[0].strip() or s  # "\\sqrt{2} \\approx 1.414": the exact value comes first
     s = _FRAC_VARIANTS.sub(r"\\frac", s)
     s = _EMPTY_SET.sub(r"\\{\\}", s)
     s = _LAYOUT.sub("", s)

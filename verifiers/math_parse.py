@@ -63,6 +63,8 @@ _FUNCTION_ARGUMENT = r"(\\[A-Za-z]+|\d+\.?\d*[A-Za-z]?|\.\d+|[A-Za-z]|\([^()]*\)
 _FUNCTION_POWER = re.compile(_FUNCTION_NAMES + r"\s*\^\s*[{(]?\s*(\d+)\s*[})]?\s*" + _FUNCTION_ARGUMENT)
 _FUNCTION_BARE_ARGUMENT = re.compile(_FUNCTION_NAMES + r"\s*(?![\s(])" + _FUNCTION_ARGUMENT)
 _LOG_BASE = re.compile(r"\\log_\s*[{(]?\s*(\d+|e)\s*[})]?\s*" + _FUNCTION_ARGUMENT)
+_INEQUALITY = re.compile(r"(\\leq?(?![A-Za-z])|\\geq?(?![A-Za-z])|<=|>=|<|>)")
+_FUNCTION_NOTATION = re.compile(r"\s*[A-Za-z]\s*\(\s*[A-Za-z]\s*\)\s*")
 _GREEK = {"theta", "alpha", "beta", "gamma_", "lamda", "mu", "phi", "omega", "sigma", "tau"}
 _RELATIONS = (("\\leq", "<="), ("\\geq", ">="), ("\\le", "<="), ("\\ge", ">="), ("\\neq", "!="), ("\\ne", "!="),
               ("<=", "<="), (">=", ">="), ("≤", "<="), ("≥", ">="), ("=", "=="), ("<", "<"), (">", ">"))
@@ -194,9 +196,15 @@ def parse_answer(s: str):
     if len(union) > 1:
         return UnionValue(tuple(parse_answer(p) for p in union))
 
+    chain = _inequality_chain(s)
+    if chain is not None:
+        return chain
     for symbol, op in _RELATIONS:
         parts = split_top_level(s, (symbol,))
         if len(parts) == 2 and parts[0] and parts[1]:
+            if op == "==" and _FUNCTION_NOTATION.fullmatch(parts[0]):
+                # `f(x) = x^2` defines f: it is compared like `y = x^2`, by its right-hand side
+                return Relation(op, sympy.Symbol(parts[0].replace(" ", "")), parse_answer(parts[1]))
             return Relation(op, parse_answer(parts[0]), parse_answer(parts[1]))
         if len(parts) > 2 and op != "==":
             break  # chains like 1 < x < 3 are left to the expression parser (and usually fail)
@@ -226,6 +234,21 @@ def parse_answer(s: str):
         return Items("list", (base + delta, base - delta))
 
     return parse_expression(s)
+
+
+def _inequality_chain(s: str) -> IntervalValue | None:
+    """`1 < x \\le 3` as the interval (1, 3]; `3 > x > 1` too. None if `s` is not a two-sided chain."""
+    pieces = _INEQUALITY.split(s)
+    if len(pieces) != 5:
+        return None
+    lo, op1, middle, op2, hi = (p.strip() for p in pieces)
+    up = {op: op in ("<", "<=") or op.startswith("\\le") for op in (op1, op2)}
+    if not re.fullmatch(r"[A-Za-z]", middle) or up[op1] != up[op2]:
+        raise ParseError(f"not an interval: {s[:50]!r}")
+    strict1, strict2 = op1 in ("<", ">"), op2 in ("<", ">")
+    if up[op1]:
+        return IntervalValue(strict1, parse_answer(lo), parse_answer(hi), strict2)
+    return IntervalValue(strict2, parse_answer(hi), parse_answer(lo), strict1)
 
 
 def _elements(parts: list[str]) -> tuple:
@@ -259,7 +282,7 @@ def parse_expression(s: str) -> sympy.Expr:
 def latex_to_plain(s: str) -> str | None:
     """Plain-text form of the LaTeX subset sympy's parser can read, or None if `s` uses more."""
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    for _ in range(100):  # innermost \frac / \sqrt first, so their arguments are already plain
+    for _ in range(1000):  # innermost \frac / \sqrt first, so their arguments are already plain
         m = re.search(r"\\frac\s*(\{[^{}]*\}|\d)\s*(\{[^{}]*\}|\d|[A-Za-z])", s)
         if m:
             s = s[: m.start()] + f"(({_arg(m.group(1))})/({_arg(m.group(2))}))" + s[m.end() :]

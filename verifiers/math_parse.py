@@ -331,6 +331,9 @@ def _parse_plain(s: str) -> sympy.Expr:
     if terms and len(terms) > _SUM_CHUNK:
         chunks = ["".join(f"{sign}({t})" for sign, t in terms[k : k + _SUM_CHUNK]) for k in range(0, len(terms), _SUM_CHUNK)]
         return sympy.Add(*[_parse_plain(c) for c in chunks], evaluate=False)
+    if _nesting_depth(s) > _MAX_NESTING:
+        # Python's parser, under sympy's, stops at 200 levels; LaTeX parsers slow to a crawl well before
+        raise TooLarge(f"parentheses nested more than {_MAX_NESTING} deep")
     names = {}
     for name in set(_IDENTIFIER.findall(s)):
         if name in _FUNCTIONS:
@@ -354,6 +357,20 @@ def _parse_plain(s: str) -> sympy.Expr:
     if not isinstance(expr, sympy.Expr):
         raise ParseError(f"not an expression: {s!r}")
     return expr
+
+
+_MAX_NESTING = 150
+
+
+def _nesting_depth(s: str) -> int:
+    depth = deepest = 0
+    for c in s:
+        if c == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == ")":
+            depth -= 1
+    return deepest
 
 
 _SUM_CHUNK = 200  # terms per parser call: well under the compiler's nesting limit, few calls

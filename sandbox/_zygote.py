@@ -42,8 +42,11 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 1, 4
 SECURE_NOROOT_LOCKED = 0x2F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS, each with its lock
 PR_SET_CHILD_SUBREAPER = 36
 
-MEMORY_EXIT = 120  # P exits with this after a MemoryError: "memory", not "error"
-WORKDIR = "/sandbox"  # a tmpfs mounted by bubblewrap, emptied after every program
+NOBODY = 65534
+MEMORY_EXIT = 120
+CONFINEMENT_EXIT = 121  # the sandbox could not confine the program; it never ran  # P exits with this after a MemoryError: "memory", not "error"
+JAIL = "/jail"  # what a program sees after chroot: /usr, /lib*, Python, /dev, and two tmpfs mounts
+WORKDIR = "/sandbox"  # in the jail: a tmpfs mounted by bubblewrap, emptied after every program
 _libc = ctypes.CDLL(None, use_errno=True)
 _pylibc = ctypes.PyDLL(None, use_errno=True)  # keeps the GIL across clone(), like os.fork()
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
@@ -116,43 +119,51 @@ def _drop_capabilities() -> None:
     _check(_libc.capset(header, data), "capset")
 
 
-# seccomp: the program may start threads but no processes. Each process has its own address-space limit,
+# seccomp: the program may start threads but no processes (each process has its own address-space limit,
 # so a process count is what keeps total memory bounded, and RLIMIT_NPROC does not bind a process that is
-# root on the host (as CI is). Foreign ABIs (i386, x32), whose syscall numbers differ, are refused.
-_SECCOMP_TABLES = {
-    "x86_64": (0xC000003E, {57: 1, 58: 1, 435: 38}, 56),  # arch, {fork, vfork: EPERM, clone3: ENOSYS}, clone
-    "aarch64": (0xC00000B7, {435: 38}, 220),
+# root on the host, as CI is); it may signal only itself and may not trace anything. Foreign ABIs (i386,
+# x32), whose syscall numbers differ, are refused outright.
+_SECCOMP_TABLES = {  # arch, {syscall: errno when refused}, clone, {syscall whose first argument must be us}
+    "x86_64": (0xC000003E, {57: 1, 58: 1, 435: 38, 200: 1, 424: 1, 101: 1, 310: 1, 311: 1}, 56,
+               {62: "kill", 234: "tgkill", 129: "sigqueue", 297: "tgsigqueue"}),
+    "aarch64": (0xC00000B7, {435: 38, 130: 1, 424: 1, 117: 1, 270: 1, 271: 1}, 220,
+                {129: "kill", 131: "tgkill", 138: "sigqueue", 240: "tgsigqueue"}),
 }
 CLONE_THREAD = 0x00010000
 
 
-def _seccomp_program() -> bytes | None:
+def _seccomp_program(pid: int) -> bytes | None:
     table = _SECCOMP_TABLES.get(os.uname().machine)
     if table is None:
         return None
-    arch, refused, clone = table
+    arch, refused, clone, own_pid = table
     LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|{JEQ,JGE,JSET}|K, BPF_RET|K
-    ALLOW, KILL, ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+    ALLOW, KILL, EPERM = 0x7FFF0000, 0x80000000, 0x00050001
+    ARG0 = 16  # low 32 bits of the first argument in struct seccomp_data (little-endian)
     ins = [(LD, 0, 0, 4), (JEQ, 1, 0, arch), (RET, 0, 0, KILL), (LD, 0, 0, 0),
            (JGE, 0, 1, 0x40000000), (RET, 0, 0, KILL)]
-    for nr, err in refused.items():
-        ins += [(JEQ, 0, 1, nr), (RET, 0, 0, ERRNO | err)]
-    ins += [(JEQ, 1, 0, clone), (RET, 0, 0, ALLOW),
-            (LD, 0, 0, 16), (JSET, 1, 0, CLONE_THREAD), (RET, 0, 0, ERRNO | 1), (RET, 0, 0, ALLOW)]
+    for nr, errno in refused.items():
+        ins += [(JEQ, 0, 1, nr), (RET, 0, 0, 0x00050000 | errno)]
+    # Each block below ends in a return on every path: after loading the argument nothing falls through.
+    ins += [(JEQ, 0, 4, clone), (LD, 0, 0, ARG0), (JSET, 1, 0, CLONE_THREAD), (RET, 0, 0, EPERM), (RET, 0, 0, ALLOW)]
+    for nr, name in own_pid.items():
+        if name == "kill":  # kill(0, sig) is our own process group
+            ins += [(JEQ, 0, 5, nr), (LD, 0, 0, ARG0), (JEQ, 2, 0, pid), (JEQ, 1, 0, 0), (RET, 0, 0, EPERM),
+                    (RET, 0, 0, ALLOW)]
+        else:
+            ins += [(JEQ, 0, 4, nr), (LD, 0, 0, ARG0), (JEQ, 1, 0, pid), (RET, 0, 0, EPERM), (RET, 0, 0, ALLOW)]
+    ins.append((RET, 0, 0, ALLOW))
     return b"".join(struct.pack("<HBBI", *i) for i in ins)
 
 
-_SECCOMP_CODE = _seccomp_program()  # built once in the zygote, installed in every program
-_SECCOMP_FILTER = ctypes.create_string_buffer(_SECCOMP_CODE or b"")
-_SECCOMP_FPROG = ctypes.create_string_buffer(
-    struct.pack("<HxxxxxxQ", len(_SECCOMP_CODE or b"") // 8, ctypes.addressof(_SECCOMP_FILTER)))
-
-
 def _forbid_new_processes() -> None:
-    if _SECCOMP_CODE is None:
+    code = _seccomp_program(os.getpid())
+    if code is None:
         return
+    filt = ctypes.create_string_buffer(code)
+    fprog = ctypes.create_string_buffer(struct.pack("<HxxxxxxQ", len(code) // 8, ctypes.addressof(filt)))
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    _check(_libc.prctl(22, 2, _SECCOMP_FPROG, 0, 0), "seccomp")  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    _check(_libc.prctl(22, 2, fprog, 0, 0), "seccomp")  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
 
 def confine_program(cfg: dict, namespaced: bool, workdir: str) -> None:
@@ -165,8 +176,19 @@ def confine_program(cfg: dict, namespaced: bool, workdir: str) -> None:
                 f.write("301")  # the smallest value the kernel accepts
         except OSError:
             pass
+        # The jail has no /proc: a process whose uid is the host's root (CI runs as root) could otherwise
+        # write global sysctls there, since the kernel gives uid 0 the owner's permission bits on them.
+        os.chroot(JAIL)
         workdir = WORKDIR
     os.chdir(workdir)
+    if not namespaced and os.geteuid() == 0:  # degraded mode on a root host: not root, if Python allows
+        if _readable_by_others(os.path.dirname(os.__file__)):
+            os.chown(workdir, NOBODY, NOBODY)
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+        else:  # the standard library is private to root (pyenv under /root): root, without capabilities
+            _drop_capabilities()
     mem = cfg["memory_mb"] * 2**20
     cpu = int(cfg["timeout_s"]) + 1
     limits = {
@@ -192,6 +214,18 @@ def confine_program(cfg: dict, namespaced: bool, workdir: str) -> None:
     os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"})
     for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
+
+
+def _readable_by_others(path: str) -> bool:
+    """Whether a user with no relation to the owner can read `path` (and search every directory above)."""
+    path = os.path.realpath(path)
+    if os.stat(path).st_mode & 0o005 != 0o005:
+        return False
+    while path != "/":
+        path = os.path.dirname(path)
+        if not os.stat(path).st_mode & 0o001:
+            return False
+    return True
 
 
 def _close_fds_except(keep: set[int]) -> None:
@@ -238,7 +272,11 @@ class Program:
                 os.dup2(err_w, 2)
                 keep = {chan[0][0], chan[1][1]} if chan else set()
                 _close_fds_except(keep)
-                confine_program(cfg, self.namespaced, workdir)
+                try:
+                    confine_program(cfg, self.namespaced, workdir)
+                except BaseException as exc:  # noqa: BLE001  (no program runs unconfined)
+                    os.write(2, f"sandbox: confinement failed: {type(exc).__name__}: {exc}\n".encode())
+                    os._exit(CONFINEMENT_EXIT)
                 body(chan[0][0] if chan else None, chan[1][1] if chan else None)
             except BaseException:  # noqa: BLE001  (the child must never return into the zygote's loop)
                 pass
@@ -313,8 +351,8 @@ class Program:
 
             shutil.rmtree(self.workdir, ignore_errors=True)
         else:
-            _empty(WORKDIR)
-            _empty("/tmp")
+            _empty(JAIL + WORKDIR)
+            _empty(JAIL + "/tmp")
         return self.describe()
 
     def describe(self) -> dict:
@@ -459,6 +497,7 @@ def probe_namespaces(cfg: dict) -> str | None:
     if pid == 0:
         try:
             _map_self(cfg["uid"], cfg["gid"])
+            os.chroot(JAIL)
             _drop_capabilities()
             with open(os.path.join(WORKDIR, "probe"), "w") as f:
                 f.write("ok")
@@ -466,7 +505,7 @@ def probe_namespaces(cfg: dict) -> str | None:
         except BaseException:  # noqa: BLE001
             os._exit(3)
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    _empty(WORKDIR)
+    _empty(JAIL + WORKDIR)
     return None if code == 0 else "cannot set up a user namespace"
 
 

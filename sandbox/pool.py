@@ -34,25 +34,41 @@ NAMESPACE_WARNING = (
 
 
 def _bwrap_command(python: str) -> list[str] | None:
+    """bubblewrap arguments for a zygote: the worker sees the system read-only plus its own code; the
+    programs it runs are chrooted into JAIL, which has the same system directories, /dev and two
+    size-capped tmpfs mounts, and no /proc."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return None
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
            "--setenv", "SANDBOX_ISOLATION", "bwrap", "--setenv", "PATH", "/usr/bin:/bin"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top):
-            cmd += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            cmd += ["--ro-bind", top, top]
-    cmd += ["--ro-bind", "/usr", "/usr"]
     prefixes = {os.path.realpath(sys.base_prefix), os.path.dirname(os.path.dirname(python))}
-    for prefix in sorted(prefixes):
-        if not prefix.startswith("/usr/") and prefix != "/usr":
-            cmd += ["--ro-bind", prefix, prefix]
-    size = str(TMPFS_MB * 2**20)
+    for root in ("", _zygote.JAIL):
+        for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+            if os.path.islink(top):
+                cmd += ["--symlink", os.readlink(top), root + top]
+            elif os.path.isdir(top):
+                cmd += ["--ro-bind", top, root + top]
+        cmd += ["--ro-bind", "/usr", root + "/usr"]
+        for prefix in sorted(prefixes):
+            if not prefix.startswith("/usr/") and prefix != "/usr":
+                cmd += ["--ro-bind", prefix, root + prefix]
+    size = ["--size", str(TMPFS_MB * 2**20)] if _bwrap_has_size(bwrap) else []
     cmd += ["--ro-bind", ZYGOTE_DIR, "/opt/sandbox", "--proc", "/proc", "--dev", "/dev",
-            "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", _zygote.WORKDIR, "--chdir", "/", "--"]
+            "--dev", _zygote.JAIL + "/dev", *size, "--tmpfs", _zygote.JAIL + "/tmp",
+            *size, "--tmpfs", _zygote.JAIL + _zygote.WORKDIR,
+            # Nothing else is writable: not the root tmpfs bubblewrap builds, nor the jail's /dev (its
+            # /dev/shm would be an uncapped tmpfs shared by every program).
+            "--remount-ro", _zygote.JAIL + "/dev", "--remount-ro", "/", "--chdir", "/", "--"]
     return cmd
+
+
+def _bwrap_has_size(bwrap: str) -> bool:
+    """bubblewrap before 0.7 has no --size; its tmpfs mounts are then capped only by RLIMIT_FSIZE per file."""
+    try:
+        return "--size" in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _encode(cfg: dict) -> bytes:

@@ -52,7 +52,8 @@ def attack(verifier: CodeVerifier, source: str, reference: dict = REFERENCE):
 
 
 def still_works(sandbox: Sandbox) -> None:
-    assert run(sandbox, "print(6 * 7)").stdout == "42\n"
+    result = run(sandbox, "print(6 * 7)")
+    assert result.stdout == "42\n", result
 
 
 def processes_named(name: str) -> list[int]:
@@ -389,6 +390,9 @@ def test_without_namespaces_it_still_limits_and_says_so(tmp_path):
         assert run(sb, "x = bytearray(2**33)").status == "memory"
         assert run(sb, "import os\nos.fork()").status == "error"
         assert run(sb, "while True: print('x' * 99999)").reason == "output limit"
+        assert run(sb, "import os, signal\nos.kill(-1, signal.SIGKILL)").status == "error"  # seccomp: EPERM
+        capabilities = run(sb, "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])")
+        assert capabilities.stdout == "0000000000000000\n"  # root on the host keeps no capabilities
         verifier = CodeVerifier(timeout_s=TIMEOUT, sandbox=sb)
         for trick in EARLY_EXITS.values():
             attack(verifier, WRONG + trick)

@@ -48,6 +48,8 @@ class DPOConfig:
     dpo_epochs: int = opt(2, "DPO: passes over the pairs of each round")
     dpo_batch_size: int = opt(32, "DPO: pairs per optimiser step")
     dpo_rounds: int = opt(1, "DPO: rounds of sample, pair, train (above 1: online DPO from the current policy)")
+    prompts_per_round: int = opt(0, "DPO: prompts sampled per round, a seeded subset of --data (0: all; "
+                                    "`reasoner run` derives it from GRPO's sample budget)")
     samples_per_prompt: int = opt(8, "DPO: samples per prompt when building pairs")
     pairs_per_prompt: int = opt(2, "DPO: at most this many pairs per prompt")
     length_matched: bool = opt(True, "DPO: pair each right answer with the wrong one closest in length")
@@ -119,6 +121,20 @@ class AlarmConfig:
 
 
 @dataclass
+class PairsConfig:
+    model: str = opt("", "policy whose verified samples are paired")
+    data: str = opt("", "task records to sample (typically curated)")
+    output: str = opt("", "pairs JSONL; the summary goes beside it")
+    samples_per_prompt: int = opt(8, "samples per prompt")
+    pairs_per_prompt: int = opt(2, "at most this many (right, wrong) pairs per prompt")
+    length_matched: bool = opt(True, "pair each right answer with the wrong one closest in length")
+    max_prompts: int = opt(0, "sample at most this many prompts, a seeded random subset (0: all)")
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    seed: int = opt(7, "sampling seed")
+    backend: str = opt("hf", "generation backend: hf or vllm")
+
+
+@dataclass
 class TrainConfig:
     model: str = opt("", "policy to start from (and the reference model)")
     data: str = opt("", "training task records (typically curated)")
@@ -160,7 +176,7 @@ class TrainConfig:
 
 STAGE_CONFIGS: dict[str, type] = {
     "init_model": InitModelConfig, "sft": SFTConfig, "curate": CurateConfig, "train": TrainConfig,
-    "eval": EvalConfig,
+    "pairs": PairsConfig, "eval": EvalConfig,
 }
 
 

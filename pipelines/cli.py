@@ -11,7 +11,7 @@ from reasoner import config as cfg
 
 STAGES = {  # command -> module in pipelines/ with CONFIG, HELP and run_stage(config)
     "init-model": "init_model", "sft": "sft", "curate": "curate", "train": "train", "eval": "eval",
-    "report": "report", "run": "run", "verify": "verify",
+    "report": "report", "run": "run", "verify": "verify", "pairs": "pairs",
 }
 POSITIONAL = {"report": "run_dir"}  # `reasoner report RUN_DIR`
 

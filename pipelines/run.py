@@ -2,6 +2,9 @@
 
     init-model -> sft -> eval (start) -> curate -> train -> eval (final) -> summary.json -> report
 
+With --algo dpo, `pairs` runs between curate and train; DPO gets the same sample budget as GRPO and PPO
+(steps x prompts_per_step x group_size), spent on samples_per_prompt answers to each of its prompts.
+
 Each finished stage is recorded in DIR/stages.json and skipped next time; training resumes from its
 last checkpoint.
 """
@@ -16,7 +19,7 @@ from pathlib import Path
 
 from data.records import write_json, write_tasks
 from data.synthetic import generate
-from pipelines import curate, eval as eval_stage, init_model, report, sft, train
+from pipelines import curate, eval as eval_stage, init_model, pairs, report, sft, train
 from pipelines.common import StageBook, save_stage_config
 from reasoner import config as cfg
 
@@ -41,12 +44,22 @@ def plan(config: cfg.RunConfig) -> dict[str, object]:
     train_config = dataclasses.replace(config.train, model=policy, data=curate_config.output,
                                        output=str(out / "train"), metrics=str(out / "metrics.jsonl"),
                                        algo=config.algo, heldout=config.train.heldout or tasks_heldout)
+    dpo = config.train.dpo
+    budget_prompts = dpo.prompts_per_round or max(1, config.train.steps * config.train.prompts_per_step
+                                                  * config.train.group_size // (dpo.samples_per_prompt * dpo.dpo_rounds))
+    pairs_config = cfg.PairsConfig(model=policy, data=curate_config.output, output=str(out / "pairs" / "pairs.jsonl"),
+                                   samples_per_prompt=dpo.samples_per_prompt, pairs_per_prompt=dpo.pairs_per_prompt,
+                                   length_matched=dpo.length_matched, max_prompts=budget_prompts,
+                                   sampling=dataclasses.replace(config.train.sampling), seed=config.train.seed,
+                                   backend=config.train.backend)
+    if config.algo == "dpo":
+        train_config.dpo = dataclasses.replace(dpo, pairs=pairs_config.output, prompts_per_round=budget_prompts)
     final_model = str(out / "train" / "final")
     evals = {name: dataclasses.replace(config.eval, model=model, data=tasks_heldout,
                                        output=str(out / "eval" / f"{name}.json"))
              for name, model in (("start", policy), ("final", final_model))}
     return {"tasks": (tasks_train, tasks_heldout), "init": start_model, "do_sft": do_sft, "sft": sft_config,
-            "curate": curate_config, "train": train_config, "eval_start": evals["start"],
+            "curate": curate_config, "pairs": pairs_config, "train": train_config, "eval_start": evals["start"],
             "eval_final": evals["final"], "final_model": final_model}
 
 
@@ -82,6 +95,8 @@ def run_stage(config: cfg.RunConfig) -> Path:
         stage("sft", sft.run_stage, steps["sft"])
     stage("eval-start", eval_stage.run_stage, steps["eval_start"])
     stage("curate", curate.run_stage, steps["curate"])
+    if config.algo == "dpo":
+        stage("pairs", pairs.run_stage, steps["pairs"])
     stage("train", launch_training, steps["train"], config)
     stage("eval-final", eval_stage.run_stage, steps["eval_final"])
     summary = write_summary(config, steps, book)

@@ -18,9 +18,10 @@ log = logging.getLogger("reasoner.train")
 def run_stage(config: TrainConfig) -> Path:
     if not (config.model and config.data and config.output):
         raise ValueError("train: --model, --data and --output are required")
-    from reasoner import trainer
+    from reasoner import dpo_trainer, ppo_trainer, trainer
 
-    if config.algo != "grpo":
+    algorithms = {"grpo": trainer.train, "ppo": ppo_trainer.train_ppo}
+    if config.algo not in (*algorithms, "dpo"):
         raise ValueError(f"train: unknown --algo {config.algo!r}; choose grpo, ppo or dpo")
     tasks = read_tasks(config.data)
     tokenizer, model = load_tokenizer(config.model), load_model(config.model)
@@ -28,4 +29,6 @@ def run_stage(config: TrainConfig) -> Path:
     log.info("train: %s on %d tasks, %d steps of %d prompts x %d samples", config.algo, len(tasks), config.steps,
              config.prompts_per_step, config.group_size)
     heldout = read_tasks(config.heldout) if config.heldout else None
-    return trainer.train(config, model, tokenizer, tasks, heldout)
+    if config.algo == "dpo":
+        return dpo_trainer.train_dpo(config, model, tokenizer, tasks)
+    return algorithms[config.algo](config, model, tokenizer, tasks, heldout)

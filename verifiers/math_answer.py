@@ -14,13 +14,15 @@ The stages, one module each:
 
 Time bound: extraction, normalisation and the fast path are bounded by construction and run in the
 caller; anything needing sympy runs in a worker process that is killed at `timeout_s`, which gives a
-verdict whose reason starts with "timeout". No input makes `verify` raise or run past the bound
-(plus a few milliseconds).
+verdict whose reason starts with "timeout". The in-process stages take microseconds on ordinary
+responses and well under a second on a million characters, so no input makes `verify` raise or run
+much past the bound.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -30,6 +32,7 @@ from verifiers.math_judge import judge_fast, judge_with_sympy
 from verifiers.math_normalise import Answer, normalise
 from verifiers.math_worker import WorkerPool
 
+_POOL_LOCK = threading.Lock()
 _MAX_ANSWER_CHARS = 50_000  # longer "answers" are not answers; refusing them keeps normalising cheap
 _SHOWN_CHARS = 60
 
@@ -70,7 +73,10 @@ class MathVerifier(Verifier):
         verdicts: list[Verdict | None] = [None] * len(pairs)
         slow: list[tuple[int, str, Answer, Answer]] = []
         for i, (response, reference) in enumerate(pairs):
-            verdict, prepared = self._prepare(response, reference)
+            try:
+                verdict, prepared = self._prepare(response, reference)
+            except Exception as exc:  # noqa: BLE001  a bug here must cost one reward, not a training run
+                verdict = Verdict(False, 0.0, f"not equal: could not read the answer ({type(exc).__name__})", None)
             if verdict is not None:
                 verdicts[i] = verdict
             else:
@@ -105,10 +111,11 @@ class MathVerifier(Verifier):
         return None, (extracted, answer, ref)
 
     def _pool(self) -> WorkerPool:
-        pool = MathVerifier._pools.get(os.getpid())
-        if pool is None:
-            _warm_up()
-            pool = MathVerifier._pools[os.getpid()] = WorkerPool(judge_with_sympy, self.max_workers)
+        with _POOL_LOCK:
+            pool = MathVerifier._pools.get(os.getpid())
+            if pool is None:
+                _warm_up()
+                pool = MathVerifier._pools[os.getpid()] = WorkerPool(judge_with_sympy, self.max_workers)
         return pool
 
 

@@ -16,11 +16,13 @@ its parent; or (2) fake a pass: exit with status 0 before the tests run (`sys.ex
 
 Against (1), each program runs in its own process, cloned from a warm zygote worker that was started once
 under bubblewrap (Debian package `bubblewrap`) with new user, pid, network, mount, ipc and uts namespaces
-and a cleared environment. Its filesystem shows only read-only /usr, /lib* and the Python installation,
-plus two size-capped tmpfs mounts, its working directory /sandbox and /tmp, which the worker empties
-after every program. Each program also gets user, pid and ipc namespaces of its own: it is pid 1 there,
-holds no capabilities, may start threads but no processes (seccomp; pid_max of its namespace is the
-kernel's minimum as a second cap), and has limits on CPU time, address space, stack, file size, open files
+and a cleared environment. The program is then chrooted into a jail that shows only read-only /usr, /lib*,
+the Python installation and a minimal /dev, plus two size-capped tmpfs mounts, its working directory
+/sandbox and /tmp, which the worker empties after every program; there is no /proc or /sys (where the
+host runs as root, as CI does, uid 0 would otherwise get the owner's rights on the kernel's global
+settings in /proc/sys). Each program also gets user, pid and ipc namespaces of its own: it is pid 1 there,
+holds no capabilities, may start threads but no processes and signal or trace nobody but itself
+(seccomp; pid_max of its namespace is the kernel's minimum as a second cap), and has limits on CPU time, address space, stack, file size, open files
 and core dumps. A wall clock kills it, and with it everything in its pid namespace; stdout and stderr are
 capped. Its only network interface is an unconfigured loopback of the worker's own network namespace.
 
@@ -36,8 +38,9 @@ Not defended: kernel exploits (namespaces are not a VM), side channels, CPU cont
 and a program that finds the answers some other way than computing them (for example by reading tests
 it was shown). Tests that observe mutation of their arguments see copies, because values cross the pipe
 by value. Where user namespaces or bubblewrap are unavailable the sandbox still runs programs with the
-resource limits, seccomp, a process-group kill and a subreaper that reaps escaped daemons, but without
-filesystem, network or process isolation; it says so in a `RuntimeWarning` and in every result's
+resource limits, seccomp, a process-group kill and a subreaper that reaps escaped daemons, as user
+nobody where the host is root (or as root without capabilities where the Python installation is private
+to root), but without filesystem, network or process isolation; it says so in a `RuntimeWarning` and in every result's
 `isolation` and `warning` fields.
 
 Layout: `pool.py` (host side: starts and feeds the workers), `_zygote.py` (the worker: confinement,

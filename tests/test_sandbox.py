@@ -185,6 +185,28 @@ def test_writes_outside_its_directory(verifier, sandbox, tmp_path):
         assert not target.exists(), target
 
 
+def test_kernel_settings_and_shared_memory_are_out_of_reach(verifier, sandbox):
+    """A program whose uid is the host's root (CI runs as root) must not reach /proc/sys, /dev/shm or any
+    writable place outside its two capped directories."""
+    source = """
+    import os
+    reached = []
+    for path in ["/proc/sys/vm/drop_caches", "/proc/sysrq-trigger", "/proc/sys/kernel/core_pattern",
+                 "/dev/shm/x", "/dev/x", "/x", "/usr/x", "/sys/kernel/x"]:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT)  # opened, never written
+            os.close(fd)
+            reached.append(path)
+        except OSError:
+            pass
+    print(reached)
+    """
+    attack(verifier, WRONG + textwrap.dedent(source))
+    result = run(sandbox, source)
+    if result.isolation == "namespaces":
+        assert result.stdout == "[]\n", result
+
+
 def test_private_working_directory_and_tmp(sandbox):
     first = run(sandbox, "open('left-behind', 'w').write('x'); open('/tmp/left-behind', 'w').write('x')")
     assert first.status == "ok"

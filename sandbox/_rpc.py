@@ -361,21 +361,28 @@ def test_sources(cfg: dict) -> list[str]:
     return [str(t) for t in cfg["tests"]]
 
 
-def _names_used(sources: list[str]) -> set[str]:
-    names: set[str] = set()
-    for source in sources:
+def _compile_tests(sources: list[str]) -> list:
+    """Each test compiled once (a SyntaxError instead of code for a broken test)."""
+    codes = []
+    for i, source in enumerate(sources):
         try:
-            stack = [compile(source, "test.py", "exec")]
-        except (SyntaxError, ValueError):
-            continue
-        while stack:
-            code = stack.pop()
-            names.update(code.co_names)
-            stack.extend(c for c in code.co_consts if isinstance(c, type(code)))
+            codes.append(compile(source, f"test_{i + 1}.py", "exec"))
+        except (SyntaxError, ValueError) as exc:
+            codes.append(exc)
+    return codes
+
+
+def _names_used(codes: list) -> set[str]:
+    names: set[str] = set()
+    stack = [c for c in codes if not isinstance(c, Exception)]
+    while stack:
+        code = stack.pop()
+        names.update(code.co_names)
+        stack.extend(c for c in code.co_consts if isinstance(c, type(code)))
     return names
 
 
-def program_side(cfg: dict, rfd: int, wfd: int) -> None:
+def program_side(cfg: dict, rfd: int, wfd: int, names: set[str]) -> None:
     import types
 
     chan = Channel(rfd, wfd)
@@ -395,7 +402,7 @@ def program_side(cfg: dict, rfd: int, wfd: int) -> None:
         if cfg.get("setup"):
             exec(compile(cfg["setup"], "setup.py", "exec"), ns)
         # Saves the test runner one round trip per name: the values of every global the tests mention.
-        wanted = _names_used(test_sources(cfg)) & set(ns)
+        wanted = names & set(ns)
         hello = {"loaded": True, "globals": {n: chan.encode(ns[n]) for n in sorted(wanted) if not n.startswith("__")}}
     except BaseException as exc:  # noqa: BLE001  (reported: the tests then fail with this reason)
         hello = {"loaded": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
@@ -463,8 +470,12 @@ def program_names(tests: list[str]) -> set[str]:
 
 
 def run_tests(cfg: dict, Program) -> dict:
-    """In R: start P, then run each test here. A test passes only if its code returns normally here."""
-    prog = Program(cfg, lambda rfd, wfd: program_side(cfg, rfd, wfd), b"", rpc=True)
+    """In the zygote: start P, then run each test here. A test passes only if its code returns normally
+    here."""
+    tests = test_sources(cfg)
+    codes = _compile_tests(tests)
+    names = _names_used(codes)
+    prog = Program(cfg, lambda rfd, wfd: program_side(cfg, rfd, wfd, names), b"", rpc=True)
 
     def wait(fd: int) -> None:
         if not prog.pump(until_fd=fd):
@@ -474,7 +485,6 @@ def run_tests(cfg: dict, Program) -> dict:
         raise SandboxTimeout()
 
     chan = Channel(prog.from_prog, prog.to_prog, wait)
-    tests = test_sources(cfg)
     from_program = {cfg["entry_point"]} if "check" in cfg else program_names(tests)
     outcomes = [{"passed": False, "error": "not run"} for _ in tests]
     load_error = None
@@ -490,10 +500,12 @@ def run_tests(cfg: dict, Program) -> dict:
             ns = TestNamespace(chan, from_program, prefetched if isinstance(prefetched, dict) else {})
             if cfg.get("prefix"):
                 _trusted_helpers(ns, cfg["prefix"], cfg["entry_point"])
-            for i, test in enumerate(tests):
+            for i in range(len(tests)):
                 t0 = time.monotonic()
                 try:
-                    exec(compile(test, f"test_{i + 1}.py", "exec"), ns)
+                    if isinstance(codes[i], Exception):
+                        raise codes[i]
+                    exec(codes[i], ns)
                     outcomes[i] = {"passed": True, "error": None, "seconds": round(time.monotonic() - t0, 4)}
                 except Exception as exc:  # noqa: BLE001  (a failed test; infrastructure errors are BaseException)
                     outcomes[i] = {"passed": False, "error": _describe(exc)}

@@ -517,6 +517,9 @@ def main() -> None:
     os.close(devnull)
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # programs may not read or write the zygote's memory
     ids = {"uid": os.getuid(), "gid": os.getgid()}
+    import gc
+
+    gc.freeze()  # the collector in a program then leaves the zygote's objects (and their pages) alone
     if os.environ.get("SANDBOX_ISOLATION") == "bwrap":
         problem = probe_namespaces(ids)
     else:

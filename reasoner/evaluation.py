@@ -61,10 +61,10 @@ class TaskResult:
 def sample_and_verify(generator: Generator, tasks: list[Task], n: int, params: SamplingParams,
                       desc: str = "sampling", chunk: int = 64) -> list[TaskResult]:
     """n samples per task, each verified by the task's verifier; shows progress."""
-    from tqdm import tqdm
+    from reasoner.metrics import progress
 
     results: list[TaskResult] = []
-    with tqdm(total=len(tasks), desc=desc, unit="task", dynamic_ncols=True, mininterval=2) as bar:
+    with progress(total=len(tasks), desc=desc, unit="task") as bar:
         for start in range(0, len(tasks), chunk):
             part = tasks[start:start + chunk]
             seeded = SamplingParams(params.max_new_tokens, params.temperature, params.top_p, params.seed + start)

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
+
+
+def progress(iterable=None, **kwargs) -> tqdm:
+    """The progress bar of a long stage: redrawn at most every 2 s on a terminal, and every 30 s when
+    stderr is a file or a pipe, so that a captured log gets a line now and then instead of a flood."""
+    kwargs.setdefault("mininterval", 2.0 if sys.stderr.isatty() else 30.0)
+    return tqdm(iterable, dynamic_ncols=True, **kwargs)
 
 
 def length_stats(lengths: np.ndarray, correct: np.ndarray, truncated: np.ndarray) -> dict[str, float]:

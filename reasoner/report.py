@@ -84,12 +84,13 @@ def series(metrics: list[dict], key: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def smooth(values: np.ndarray, window: int = 5) -> np.ndarray:
-    """Trailing moving average; the first points average what there is so far."""
+    """Centred moving average (so the curve does not lag the raw values); narrower at the ends."""
     if len(values) < 2:
         return values
     sums = np.cumsum(np.insert(values, 0, 0.0))
-    idx = np.arange(1, len(values) + 1)
-    return (sums[idx] - sums[np.maximum(0, idx - window)]) / np.minimum(idx, window)
+    idx = np.arange(len(values))
+    low, high = np.maximum(0, idx - window // 2), np.minimum(len(values), idx + window // 2 + 1)
+    return (sums[high] - sums[low]) / (high - low)
 
 
 # ------------------------------------------------------------------------------------ plots
@@ -158,7 +159,7 @@ def plot_metrics(run_dir: Path, metrics: list[dict], config: dict | None = None,
         ax.plot(hx, hy, "o-", color=COLORS["heldout"], linewidth=1.5, markersize=5, label="held-out check")
     top = max([0.25] + [float(np.nanmax(v)) for v in (reward, acc, hy) if len(v)])
     ax.set_ylim(-0.02, min(1.02, 1.15 * top))
-    save(fig, ax, "reward", title, "Faint: each step; bold: 5-step average. Red dots: the periodic held-out check. "
+    save(fig, ax, "reward", title, "Faint: each step; bold: 5-step centred average. Red dots: the periodic held-out check. "
          "Reward rising while the held-out line falls means the policy is learning the training set, not the skill.")
 
     title = "Response length (tokens)"

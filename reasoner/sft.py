@@ -8,9 +8,9 @@ import random
 import time
 
 import torch
-from tqdm import tqdm
 
 from data.records import DataError, Task
+from reasoner.metrics import progress
 from reasoner.modeling import render_prompt
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def train_sft(model, tokenizer, tasks: list[Task], steps: int, batch_size: int, 
     model.train()
     history, start = [], time.time()
     order: list[int] = []
-    bar = tqdm(range(steps), desc="sft", unit="step", dynamic_ncols=True)
+    bar = progress(range(steps), desc="sft", unit="step")
     for step in bar:
         if len(order) < batch_size:
             order += rng.sample(range(len(examples)), len(examples))
@@ -72,7 +72,7 @@ def train_sft(model, tokenizer, tasks: list[Task], steps: int, batch_size: int, 
         optimizer.step()
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
         if step % 50 == 0 or step == steps - 1:
             history.append({"step": step, "loss": loss.item(), "lr": schedule.get_last_lr()[0],
                             "seconds": round(time.time() - start, 1)})

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from data.records import Task
 from reasoner.alarms import AlarmMonitor
@@ -28,7 +27,7 @@ from reasoner.checkpoint import latest_checkpoint, load_trainer_state, save_chec
 from reasoner.config import TrainConfig, to_dict
 from reasoner.generation import SamplingParams, make_generator
 from reasoner.loggers import ScalarLoggers
-from reasoner.metrics import MetricsWriter, length_stats
+from reasoner.metrics import MetricsWriter, length_stats, progress
 from reasoner.rollout import Rollout, encode_prompts, micro_batches, pad_batch, response_logprobs, verify_groups
 
 log = logging.getLogger(__name__)
@@ -113,8 +112,8 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
     loggers = ScalarLoggers(metrics.path.parent, config.tensorboard, config.wandb_project, to_dict(config))
     heldout = random.Random(config.seed).sample(heldout, min(len(heldout), config.heldout_size)) if heldout else []
 
-    bar = tqdm(range(start_step, config.steps), desc=f"train {config.algo}", unit="step", dynamic_ncols=True,
-               initial=start_step, total=config.steps, mininterval=2)
+    bar = progress(range(start_step, config.steps), desc=f"train {config.algo}", unit="step", initial=start_step,
+                   total=config.steps)
     for step in bar:
         t0 = time.time()
         batch_tasks = sampler.next(config.prompts_per_step)
@@ -146,7 +145,8 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
         metrics.write(record)
         loggers.log(record)
         monitor.check(record)
-        bar.set_postfix(reward=f"{record['reward_mean']:.2f}", len=f"{record['response_length_mean']:.0f}")
+        bar.set_postfix(reward=f"{record['reward_mean']:.2f}", len=f"{record['response_length_mean']:.0f}",
+                        refresh=False)
         log.info("step %d reward %.3f length %.1f (p90 %.0f) trunc %.2f kl %.4f entropy %.3f %.1fs",
                  step, record["reward_mean"], record["response_length_mean"], record["response_length_p90"],
                  record["truncation_rate"], record["kl"], record["entropy"], record["time_step_s"])

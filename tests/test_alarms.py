@@ -131,3 +131,20 @@ def test_stop_on_alarm_raises_a_clear_error(tmp_path):
         for record in records:
             monitor.check(record)
     assert json.loads((tmp_path / "alarms.jsonl").read_text())["alarm"] == "truncation"
+
+
+def test_stop_on_alarm_through_the_cli_is_an_error_with_a_nonzero_exit(tmp_path, micro_model, capsys):
+    from data.records import write_tasks
+    from data.synthetic import generate
+    from pipelines.cli import main
+
+    write_tasks(tmp_path / "tasks.jsonl", generate("math", "train", 4))
+    code = main(["train", "--model", str(micro_model), "--data", str(tmp_path / "tasks.jsonl"), "--output",
+                 str(tmp_path / "tr"), "--steps", "3", "--prompts-per-step", "2", "--group-size", "2",
+                 "--max-new-tokens", "4", "--no-tensorboard", "--stop-on-alarm"])  # 4 tokens: every answer truncated
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "reasoner train: error: training stopped at step 0 by alarm truncation" in err
+    assert [json.loads(line)["alarm"] for line in (tmp_path / "tr" / "alarms.jsonl").read_text().splitlines()] == \
+        ["truncation"]
+    assert not (tmp_path / "tr" / "final").exists()

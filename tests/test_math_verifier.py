@@ -239,3 +239,17 @@ def test_in_process_stages_are_fast_on_adversarial_text(verifier, response):
     verifier.verify(response, "1")
     verifier.verify(f"\\boxed{{{response[:40_000]}}}", "1")
     assert time.monotonic() - start < 2.0
+
+
+def test_fast_path_agrees_with_sympy_path():
+    """Two implementations of numeric equality (exact rationals in process, sympy in a worker) must agree."""
+    from verifiers.math_judge import judge_fast, judge_with_sympy
+
+    numeric = [(a, r) for cat, a, r, _ in CASES if cat not in ("extraction", "no answer", "pathological")
+               and parse_rational(normalise(a).text) is not None and parse_rational(normalise(r).text) is not None]
+    assert len(numeric) >= 60
+    for answer, reference in numeric:
+        a, r = normalise(answer), normalise(reference)
+        fast = judge_fast(a, r)
+        assert fast is not None
+        assert fast[0] == judge_with_sympy(a, r)[0], (answer, reference)

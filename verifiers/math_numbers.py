@@ -108,7 +108,7 @@ class _Parser:
         if tok in ("(", "{"):
             value = self.expr()
             self.take(")" if tok == "(" else "}")
-            return self._mixed(value) if tok == "{" else value
+            return value
         if tok == "\\frac":
             num, den = self._frac_argument(), self._frac_argument()
             if den == 0:

@@ -46,6 +46,8 @@ _CONSTANTS = {"pi": sympy.pi, "E": sympy.E, "e": sympy.E, "I": sympy.I, "i": sym
 # The only names the code sympy's parser generates may use (plus the whitelisted local names).
 _PARSER_GLOBALS = {name: getattr(sympy, name) for name in
                    ("Integer", "Float", "Rational", "Symbol", "Function", "Add", "Mul", "Pow", "factorial")}
+_MIXED_NUMBER = re.compile(r"(?<![\w.^/*)}\\])(\d+)\s*\\frac\s*(?:\{\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(\d+)\s*\}|(\d))")
+_NUMBER_LITERAL = re.compile(r"(?<![A-Za-z_])\d*\.?\d+(?:[eE][-+]?\d+)?")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _SAFE_CHARS = re.compile(r"[A-Za-z0-9_+\-*/^().!,\s]*")
 _MAX_PARSE_CHARS = 50_000
@@ -282,6 +284,7 @@ def parse_expression(s: str) -> sympy.Expr:
 def latex_to_plain(s: str) -> str | None:
     """Plain-text form of the LaTeX subset sympy's parser can read, or None if `s` uses more."""
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    s = _MIXED_NUMBER.sub(_mixed_number, s)
     for _ in range(1000):  # innermost \frac / \sqrt first, so their arguments are already plain
         m = re.search(r"\\frac\s*(\{[^{}]*\}|\d)\s*(\{[^{}]*\}|\d|[A-Za-z])", s)
         if m:
@@ -311,10 +314,17 @@ def latex_to_plain(s: str) -> str | None:
     if "\\" in s or "[" in s or not _SAFE_CHARS.fullmatch(s):
         return None
     s = re.sub(r"_\(?(\w+)\)?", r"_\1", s)  # a_{1} -> a_1, one symbol
+    s = re.sub(r"(?<![\w.])0+(?=\d)", "", s)  # 010 is ten; Python's tokenizer refuses leading zeros
     s = re.sub(r"(?<![\w.])(\d+)\s*!", r"factorial(\1)", s) if "!" in s else s
     if "!" in s:
         return None
     return s
+
+
+def _mixed_number(m: re.Match) -> str:
+    """`1\\frac{4}{5}` is 1 + 4/5, as in math_numbers; a whole part times an improper fraction is kept."""
+    whole, num, den = m.group(1), m.group(2) or m.group(3), m.group(4) or m.group(5)
+    return f"({whole}+{num}/{den})" if int(num) < int(den) else m.group(0)
 
 
 def _arg(group: str) -> str:
@@ -335,7 +345,7 @@ def _parse_plain(s: str) -> sympy.Expr:
         # Python's parser, under sympy's, stops at 200 levels; LaTeX parsers slow to a crawl well before
         raise TooLarge(f"parentheses nested more than {_MAX_NESTING} deep")
     names = {}
-    for name in set(_IDENTIFIER.findall(s)):
+    for name in set(_IDENTIFIER.findall(_NUMBER_LITERAL.sub(" ", s))):  # `1e3` holds no name `e3`
         if name in _FUNCTIONS:
             names[name] = _FUNCTIONS[name]
         elif name in _CONSTANTS:

@@ -43,8 +43,8 @@ SECURE_NOROOT_LOCKED = 0x2F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS, each with its
 PR_SET_CHILD_SUBREAPER = 36
 
 NOBODY = 65534
-MEMORY_EXIT = 120
-CONFINEMENT_EXIT = 121  # the sandbox could not confine the program; it never ran  # P exits with this after a MemoryError: "memory", not "error"
+MEMORY_EXIT = 120  # P exits with this after a MemoryError: status "memory", not "error"
+CONFINEMENT_EXIT = 121  # the sandbox could not confine P, so its program never ran
 JAIL = "/jail"  # what a program sees after chroot: /usr, /lib*, Python, /dev, and two tmpfs mounts
 WORKDIR = "/sandbox"  # in the jail: a tmpfs mounted by bubblewrap, emptied after every program
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -259,7 +259,9 @@ class Program:
         if not self.namespaced:
             import tempfile
 
-            workdir = tempfile.mkdtemp(prefix="sandbox-")
+            # Under bubblewrap without nested namespaces only the jail's directories are writable.
+            parent = JAIL + WORKDIR if os.path.isdir(JAIL + WORKDIR) else None
+            workdir = tempfile.mkdtemp(prefix="sandbox-", dir=parent)
             os.chmod(workdir, 0o700)
         self.workdir = workdir
         self.pid = _spawn(self.namespaced)
@@ -357,29 +359,19 @@ class Program:
 
     def describe(self) -> dict:
         code = os.waitstatus_to_exitcode(self.status)
-        if self.killed_for == "timeout":
-            status = "timeout"
-        elif self.killed_for == "finished":  # a unit-test job whose tests are over: the zygote ends P
-            status = "ok"
-        elif self.killed_for == "output limit":
-            status = "killed"
+        if self.killed_for in ("timeout", "output limit", "finished"):  # we ended it
+            status, reason = {"timeout": ("timeout", "timeout"), "output limit": ("killed", "output limit"),
+                              "finished": ("ok", "finished")}[self.killed_for]  # "finished": tests are over
+        elif code == -signal.SIGXCPU:
+            status, reason = "timeout", "CPU time limit"
         elif code == MEMORY_EXIT:
-            status = "memory"
-        elif code == -signal.SIGXCPU or code == -signal.SIGKILL and self.killed_for is None:
-            status = "timeout" if code == -signal.SIGXCPU else "killed"
-        elif code == 0:
-            status = "ok"
+            status, reason = "memory", "memory limit"
+        elif code == CONFINEMENT_EXIT:
+            status, reason = "killed", "sandbox: confinement failed"
         elif code < 0:
-            status = "killed"
+            status, reason = "killed", _signal_name(code)
         else:
-            status = "error"
-        reason = {"timeout": "timeout", "memory": "memory limit", "ok": "exited 0"}.get(status)
-        if self.killed_for == "finished":
-            reason = "finished"
-        if status == "killed":
-            reason = "output limit" if self.killed_for == "output limit" else _signal_name(code)
-        elif status == "error":
-            reason = f"exited {code}"
+            status, reason = ("ok" if code == 0 else "error"), f"exited {code}"
         return {
             "status": status,
             "exit_code": code,
@@ -415,7 +407,8 @@ def _signal_name(code: int) -> str:
 
 
 def _reap_orphans() -> None:
-    """Without namespaces, processes that left P's group reparent to the zygote (a subreaper): kill and reap them."""
+    """Without namespaces, processes that left P's group reparent to the zygote (a subreaper): kill and
+    reap them."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)

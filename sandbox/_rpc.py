@@ -1,15 +1,15 @@
-"""Unit-test jobs: the trusted runner runs the test code; the program's functions are called through a pipe.
+"""Unit-test jobs: the trusted worker runs the test code; the program's functions are called through a pipe.
 
 The program process P loads the solution (and the reference's setup code), then only answers requests:
-look up a global, call, get an attribute, iterate, ... The runner R executes the test code in its own
+look up a global, call, get an attribute, iterate, ... The worker W executes the test code in its own
 interpreter, in a namespace where every name the tests do not define themselves is fetched from P.
 
 Values cross the pipe as tagged JSON. Plain data (None, bool, int, float, complex, str, bytes, list, tuple,
 dict, set, frozenset, range, Decimal, Fraction, deque) is copied, and decoding only ever builds those
-built-in types, so nothing P sends can run code in R or compare equal to something it is not. Any other
+built-in types, so nothing P sends can run code in W or compare equal to something it is not. Any other
 object stays where it lives and is passed as a handle; a handle compares equal only to itself. This is
 what makes early exits, fake output, a redefined `check` or an always-equal return value worthless: the
-tests pass only if R ran them to their last line on values P really returned.
+tests pass only if W ran them to their last line on values P really returned.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class ProgramGone(BaseException):
 
 
 class SandboxTimeout(BaseException):
-    """The job's wall clock ran out while R was running the tests."""
+    """The job's wall clock ran out while W was running the tests."""
 
 
 class RemoteError(Exception):
@@ -102,7 +102,7 @@ class Channel:
 
     def __init__(self, rfd: int, wfd: int, wait=None):
         self.rfd, self.wfd = rfd, wfd
-        self.wait = wait  # R: a function that blocks until rfd is readable or raises; P: None (blocking)
+        self.wait = wait  # W: a function that blocks until rfd is readable or raises; P: None (blocking)
         self.buf = bytearray()
         self.objects: dict[int, object] = {}
         self.next_id = 0
@@ -339,7 +339,7 @@ _NOT_RAISED_AS_IS = {"SystemExit", "KeyboardInterrupt", "GeneratorExit", "BaseEx
 
 
 def _exception(err) -> BaseException:
-    """The exception to raise in R for an error reported by P: a built-in type by name, else RemoteError."""
+    """The exception to raise in W for an error reported by P: a built-in type by name, else RemoteError."""
     name, text = (str(err[0]), str(err[1])) if isinstance(err, list) and len(err) == 2 else ("?", "")
     cls = getattr(builtins, name, None)
     if isinstance(cls, type) and issubclass(cls, Exception) and name not in _NOT_RAISED_AS_IS:
@@ -412,11 +412,11 @@ def program_side(cfg: dict, rfd: int, wfd: int, names: set[str]) -> None:
 
 
 # -------------------------------------------------------------------------------------------------------
-# R: run the tests
+# W: run the tests
 
 
 class TestNamespace(dict):
-    """Globals for the test code. Built-in and standard-library names are R's own, so a program cannot
+    """Globals for the test code. Built-in and standard-library names are W's own, so a program cannot
     redefine `abs`, `len` or `math` to fool a comparison; other names the tests do not define themselves
     (the functions under test, setup objects, helpers) are fetched from the program. `from_program` lists
     built-in names that are really the function under test (MBPP task 126 is called `sum`)."""
@@ -489,42 +489,43 @@ def run_tests(cfg: dict, Program) -> dict:
     outcomes = [{"passed": False, "error": "not run"} for _ in tests]
     load_error = None
     completed = False
+    ended = "finished"
     signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, max(0.001, prog.deadline - time.monotonic() + 0.05))
     try:
-        hello = chan.recv()
-        if not hello.get("loaded"):
-            load_error = str(hello.get("error", "program did not load"))
-        else:
-            prefetched = hello.get("globals")
-            ns = TestNamespace(chan, from_program, prefetched if isinstance(prefetched, dict) else {})
-            if cfg.get("prefix"):
-                _trusted_helpers(ns, cfg["prefix"], cfg["entry_point"])
-            for i in range(len(tests)):
-                t0 = time.monotonic()
-                try:
-                    if isinstance(codes[i], Exception):
-                        raise codes[i]
-                    exec(codes[i], ns)
-                    outcomes[i] = {"passed": True, "error": None, "seconds": round(time.monotonic() - t0, 4)}
-                except Exception as exc:  # noqa: BLE001  (a failed test; infrastructure errors are BaseException)
-                    outcomes[i] = {"passed": False, "error": _describe(exc)}
-            completed = True
-    except ProgramGone as exc:
-        load_error = load_error or (None if any(o["passed"] for o in outcomes) else f"program exited: {exc}")
-        _mark_current(outcomes, f"program exited: {exc}")
-    except SandboxTimeout:
-        _mark_current(outcomes, "timeout")
-        prog.kill("timeout")
-    finally:
+        try:
+            hello = chan.recv()
+            if not hello.get("loaded"):
+                load_error = str(hello.get("error", "program did not load"))
+            else:
+                prefetched = hello.get("globals")
+                ns = TestNamespace(chan, from_program, prefetched if isinstance(prefetched, dict) else {})
+                if cfg.get("prefix"):
+                    _trusted_helpers(ns, cfg["prefix"], cfg["entry_point"])
+                for i, code in enumerate(codes):
+                    t0 = time.monotonic()
+                    try:
+                        if isinstance(code, Exception):
+                            raise code
+                        exec(code, ns)
+                        outcomes[i] = {"passed": True, "error": None, "seconds": round(time.monotonic() - t0, 4)}
+                    except Exception as exc:  # noqa: BLE001  (a failed test; infrastructure errors are BaseException)
+                        outcomes[i] = {"passed": False, "error": _describe(exc)}
+                completed = True
+        except ProgramGone as exc:
+            ended = "program gone"
+            if not any(o["passed"] for o in outcomes):
+                load_error = load_error or f"program exited: {exc}"
+            _mark_current(outcomes, f"program exited: {exc}")
+        except SandboxTimeout:
+            ended = "timeout"
+            _mark_current(outcomes, "timeout")
+    finally:  # whatever happened above, the program is ended and reaped before this job returns
         signal.setitimer(signal.ITIMER_REAL, 0)
-    try:
         os.close(prog.to_prog)
-    except OSError:
-        pass
-    prog.kill(prog.killed_for or "finished")
-    result = prog.finish()
-    os.close(prog.from_prog)
+        prog.kill(prog.killed_for or ended)
+        result = prog.finish()
+        os.close(prog.from_prog)
     if load_error and result["status"] == "ok":
         result["status"] = "error"
     result.update(tests=outcomes, load_error=load_error, completed=completed)

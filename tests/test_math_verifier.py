@@ -253,3 +253,40 @@ def test_fast_path_agrees_with_sympy_path():
         fast = judge_fast(a, r)
         assert fast is not None
         assert fast[0] == judge_with_sympy(a, r)[0], (answer, reference)
+
+
+def test_no_worker_process_is_a_verdict_not_an_exception(monkeypatch):
+    """Where no process can be started (a process limit), pairs that need sympy get a clear verdict."""
+    import verifiers.math_worker as math_worker
+
+    def refuse():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(MathVerifier, "_pools", {})
+    monkeypatch.setattr(math_worker.os, "fork", refuse)
+    verifier = MathVerifier()
+    fast, slow = verifier.verify_batch([("\\boxed{3/4}", "0.75"), ("\\boxed{\\sqrt{12}}", "2\\sqrt{3}")])
+    assert fast.correct
+    assert not slow.correct and "no worker process" in slow.reason
+
+
+def _pool_job(kind: str, x: float):
+    if kind == "sleep":
+        time.sleep(x)
+    if kind == "raise":
+        raise ValueError("boom")
+    return x * 2
+
+
+def test_worker_pool_bounds_each_job_and_keeps_order():
+    from verifiers.math_worker import WorkerPool
+
+    pool = WorkerPool(_pool_job, max_workers=2)
+    try:
+        start = time.monotonic()
+        out = pool.map([("ok", 1), ("sleep", 30), ("raise", 0), ("ok", 3)], timeout_s=0.5)
+        assert time.monotonic() - start < 3
+        assert out == [("ok", 2), ("timeout", None), ("error", "ValueError: boom"), ("ok", 6)]
+        assert pool.map([("ok", 5)], timeout_s=1.0) == [("ok", 10)]  # the killed worker was replaced
+    finally:
+        pool.close()

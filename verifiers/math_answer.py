@@ -84,7 +84,11 @@ class MathVerifier(Verifier):
         if slow:
             jobs = [(answer, ref) for _, _, answer, ref in slow]
             parallel = workers or os.cpu_count() or 1
-            for (i, extracted, _, ref), (status, result) in zip(slow, self._pool().map(jobs, self.timeout_s, parallel)):
+            try:
+                outcomes = self._pool().map(jobs, self.timeout_s, parallel)
+            except OSError as exc:  # no process could be started (a process limit): say so in each verdict
+                outcomes = [("error", f"no worker process: {exc}")] * len(jobs)
+            for (i, extracted, _, ref), (status, result) in zip(slow, outcomes):
                 reference = str(pairs[i][1])
                 if status == "ok":
                     verdicts[i] = _verdict(result[0], extracted, reference, result[1])

@@ -37,7 +37,13 @@ class _Worker:
         # Freezing moves every existing object out of the collector's sight in the child, so the
         # child's garbage collections do not write to (and so copy) the caller's whole heap.
         gc.freeze()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            gc.unfreeze()
+            parent_conn.close()
+            child_conn.close()
+            raise
         if pid != 0:
             gc.unfreeze()
         if pid == 0:  # the child never returns from here
@@ -118,14 +124,16 @@ class WorkerPool:
         atexit.register(self.close)
 
     def map(self, jobs: Sequence[tuple], timeout_s: float, parallel: int | None = None) -> list[tuple[str, object]]:
-        """`("ok", result)`, `("error", message)` or `("timeout", None)` for each job, in order."""
+        """`("ok", result)`, `("error", message)` or `("timeout", None)` for each job, in order.
+
+        Raises OSError only if not a single worker process can be started.
+        """
         if not jobs:
             return []
         self._forget_if_forked()
-        workers = self._acquire(min(len(jobs), parallel or self.max_workers))
+        free = self._acquire(min(len(jobs), parallel or self.max_workers))
         results: list = [None] * len(jobs)
         pending = deque(range(len(jobs)))
-        free = list(workers)
         busy: dict[Connection, tuple[_Worker, int, float]] = {}
         try:
             while pending or busy:
@@ -136,11 +144,14 @@ class WorkerPool:
                         worker.conn.send(jobs[i])
                     except (OSError, ValueError):
                         results[i] = ("error", "worker unavailable")
-                        worker.kill()
-                        free.append(self._spawn())
+                        self._replace(worker, free)
                         continue
                     busy[worker.conn] = (worker, i, time.monotonic() + timeout_s)
                 if not busy:
+                    if pending and not free:  # every replacement failed to start
+                        for i in pending:
+                            results[i] = ("error", "no worker process could be started")
+                        pending.clear()
                     continue
                 next_deadline = min(deadline for _, _, deadline in busy.values())
                 for conn in wait(list(busy), timeout=max(0.0, next_deadline - time.monotonic())):
@@ -150,49 +161,61 @@ class WorkerPool:
                         free.append(worker)
                     except (EOFError, OSError):
                         results[i] = ("error", "worker died")
-                        worker.kill()
-                        free.append(self._spawn())
+                        self._replace(worker, free)
                 now = time.monotonic()
                 for conn, (worker, i, deadline) in list(busy.items()):
                     if now >= deadline:
                         del busy[conn]
                         results[i] = ("timeout", None)
-                        worker.kill()
-                        free.append(self._spawn())
+                        self._replace(worker, free)
         finally:
             for worker, _, _ in busy.values():  # interrupted mid-batch: their replies would be stale
                 worker.kill()
-                free.append(None)
+                self._forget_one()
             self._release(free)
         return results
 
     def _acquire(self, wanted: int) -> list[_Worker]:
+        """Up to `wanted` workers: idle ones first, then newly forked ones; waits if none is free."""
         with self._cond:
             while not self._idle and self._count >= self.max_workers:
                 self._cond.wait()
             taken = [self._idle.pop() for _ in range(min(wanted, len(self._idle)))]
-            to_start = min(wanted - len(taken), self.max_workers - self._count)
-            self._count += max(0, to_start)
-        for _ in range(max(0, to_start)):
-            taken.append(self._new_worker())
+            to_start = max(0, min(wanted - len(taken), self.max_workers - self._count))
+            self._count += to_start
+        started = 0
+        try:
+            for _ in range(to_start):
+                taken.append(self._new_worker())
+                started += 1
+        except OSError:
+            for _ in range(to_start - started):
+                self._forget_one()
+            if not taken:
+                raise
         return taken
 
-    def _spawn(self) -> _Worker:
-        """A replacement for a worker just killed; the count of live workers is unchanged."""
-        return self._new_worker()
+    def _replace(self, worker: _Worker, free: list[_Worker]) -> None:
+        """Kill `worker` and put a fresh one in `free`, or shrink the pool if none can be started."""
+        worker.kill()
+        try:
+            free.append(self._new_worker())
+        except OSError:
+            self._forget_one()
+
+    def _forget_one(self) -> None:
+        with self._cond:
+            self._count -= 1
+            self._cond.notify_all()
 
     def _new_worker(self) -> _Worker:
         with self._cond:
             inherited = [w.conn for w in self._idle]
         return _Worker(self.fn, inherited)
 
-    def _release(self, workers: list[_Worker | None]) -> None:
+    def _release(self, workers: list[_Worker]) -> None:
         with self._cond:
-            for worker in workers:
-                if worker is None:
-                    self._count -= 1
-                else:
-                    self._idle.append(worker)
+            self._idle.extend(workers)
             self._cond.notify_all()
 
     def _forget_if_forked(self) -> None:

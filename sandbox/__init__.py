@@ -22,9 +22,10 @@ the Python installation and a minimal /dev, plus two size-capped tmpfs mounts, i
 host runs as root, as CI does, uid 0 would otherwise get the owner's rights on the kernel's global
 settings in /proc/sys). Each program also gets user, pid and ipc namespaces of its own: it is pid 1 there,
 holds no capabilities, may start threads but no processes and signal or trace nobody but itself
-(seccomp; pid_max of its namespace is the kernel's minimum as a second cap), and has limits on CPU time, address space, stack, file size, open files
-and core dumps. A wall clock kills it, and with it everything in its pid namespace; stdout and stderr are
-capped. Its only network interface is an unconfigured loopback of the worker's own network namespace.
+(seccomp; pid_max of its namespace is the kernel's minimum as a second cap), and has limits on CPU time,
+address space, stack, file size, open files and core dumps. A wall clock kills it, and with it
+everything in its pid namespace; stdout and stderr are capped. Its only network interface is the
+unconfigured loopback of the worker's own network namespace.
 
 Against (2), test code never runs in the program's interpreter. The worker, a separate trusted process,
 executes the tests and calls the program's functions through a pipe; what comes back is decoded as plain

@@ -145,7 +145,8 @@ def test_exception_in_the_program(verifier):
 
 
 def test_bad_references_give_verdicts_not_exceptions(verifier):
-    for reference in [None, 3, "not json", {"nothing": 1}, {"stdio": []}]:
+    for reference in [None, 3, "not json", {"nothing": 1}, {"stdio": []}, {"stdio": "x"}, {"stdio": [3]},
+                      {"tests": "assert True"}, {"test": "def check(c): pass", "entry_point": "not a name"}]:
         verdict = verifier.verify("x = 1", reference)
         assert not verdict.correct and verdict.reason.startswith("bad reference")
 

@@ -13,6 +13,7 @@ program cannot pass by exiting early, printing a fake result or returning object
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -69,7 +70,13 @@ class CodeVerifier(Verifier):
     def verify_batch(self, pairs: Iterable[tuple[str, Any]], workers: int | None = None) -> list[Verdict]:
         """Verdicts in input order; the programs of the batch share the sandbox's warm workers (all of
         them, or at most `workers`)."""
-        plans = [self._plan(response, reference) for response, reference in pairs]
+        plans = []
+        for response, reference in pairs:
+            try:
+                plans.append(self._plan(response, reference))
+            except (TypeError, AttributeError, ValueError, KeyError) as exc:  # a malformed reference
+                plans.append(Verdict(False, 0.0, f"bad reference: {type(exc).__name__}: {exc}"[:200],
+                                     extract_program(response) if isinstance(response, str) else None))
         jobs = [j for plan in plans if not isinstance(plan, Verdict) for j in plan[1]]
         results = iter(self.sandbox.map(jobs, workers))
         verdicts = []
@@ -89,8 +96,6 @@ class CodeVerifier(Verifier):
         if program is None:
             return Verdict(False, 0.0, "no program in response", None, {"tests": []})
         if isinstance(reference, str):
-            import json
-
             try:
                 reference = json.loads(reference)
             except ValueError:
@@ -100,18 +105,23 @@ class CodeVerifier(Verifier):
         limits = {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb}
         if "stdio" in reference:
             cases = reference["stdio"]
+            if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+                raise TypeError("stdio must be a list of {input, output} objects")
             jobs = [job("run", source=program, stdin=str(c.get("input", "")), **limits) for c in cases]
             return program, jobs, reference
         if "test" in reference and "entry_point" in reference:
-            entry = reference["entry_point"]
-            source = program
-            if reference.get("prompt_prefix") and not _defines(program, entry):
-                source = reference["prompt_prefix"] + program
-            prefix = reference.get("prompt_prefix") or ""
-            return program, [job("tests", source=source, check=reference["test"], entry_point=entry, prefix=prefix, **limits)], reference
+            entry, prefix = str(reference["entry_point"]), str(reference.get("prompt_prefix") or "")
+            if not entry.isidentifier():
+                raise ValueError(f"entry_point {entry!r} is not a name")
+            source = program if not prefix or _defines(program, entry) else prefix + program
+            check = str(reference["test"])
+            tests_job = job("tests", source=source, check=check, entry_point=entry, prefix=prefix, **limits)
+            return program, [tests_job], reference
         if "tests" in reference:
-            tests = [str(t) for t in reference["tests"]]
-            return program, [job("tests", source=program, setup=reference.get("setup") or "", tests=tests, **limits)], reference
+            if not isinstance(reference["tests"], list):
+                raise TypeError("tests must be a list of assert statements")
+            tests, setup = [str(t) for t in reference["tests"]], str(reference.get("setup") or "")
+            return program, [job("tests", source=program, setup=setup, tests=tests, **limits)], reference
         return Verdict(False, 0.0, "bad reference: needs tests, test+entry_point or stdio", program)
 
     def _judge(self, program: str, reference: dict, results: list[dict]) -> Verdict:
@@ -130,20 +140,24 @@ class CodeVerifier(Verifier):
             return Verdict(False, 0.0, f"timeout (passed {passed}/{n} tests)", program, details)
         if result["status"] == "memory" and passed < n:
             return Verdict(False, 0.0, f"memory limit (passed {passed}/{n} tests)", program, details)
+        if result["status"] == "killed" and passed < n:
+            return Verdict(False, 0.0, f"killed: {result.get('reason')} (passed {passed}/{n} tests)", program, details)
         if load_error:
             return Verdict(False, 0.0, f"program failed to load: {load_error[:120]}", program, details)
         if n and passed == n and result.get("completed"):
             return Verdict(True, 1.0, f"passed {n}/{n} tests", program, details)
         first = next((i for i, t in enumerate(tests) if not t["passed"]), None)
         if first is None:
-            return Verdict(False, 0.0, f"tests did not complete ({result.get('reason') or result['status']})", program, details)
+            why = result.get("reason") or result["status"]
+            return Verdict(False, 0.0, f"tests did not complete ({why})", program, details)
         error = (tests[first].get("error") or "failed").split(":")[0]
         return Verdict(False, 0.0, f"failed: {error} in test {first + 1} (passed {passed}/{n})", program, details)
 
     def _judge_stdio(self, program: str, cases: list, results: list[dict], base: dict) -> Verdict:
         tests = []
         for case, r in zip(cases, results):
-            ok = r["status"] == "ok" and _normalize_output(r["stdout"]) == _normalize_output(str(case.get("output", "")))
+            expected = _normalize_output(str(case.get("output", "")))
+            ok = r["status"] == "ok" and _normalize_output(r["stdout"]) == expected
             error = None if ok else ("wrong output" if r["status"] == "ok" else r.get("reason") or r["status"])
             tests.append({"passed": ok, "error": error, "status": r["status"]})
         details = {**base, "tests": tests}
@@ -157,4 +171,5 @@ class CodeVerifier(Verifier):
             return Verdict(False, 0.0, f"timeout in test {first + 1} (passed {passed}/{n})", program, details)
         if "SyntaxError" in results[first].get("stderr", "")[-500:]:
             return Verdict(False, 0.0, "syntax error", program, details)
-        return Verdict(False, 0.0, f"failed: {tests[first]['error']} in test {first + 1} (passed {passed}/{n})", program, details)
+        reason = f"failed: {tests[first]['error']} in test {first + 1} (passed {passed}/{n})"
+        return Verdict(False, 0.0, reason, program, details)

@@ -25,6 +25,8 @@ _NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d*\.\d+|-?\d+")
 # `\$` is an escaped dollar sign (currency), never a math delimiter.
 _MATH_SPANS = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 _SINGLE_VARIABLE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")
+_LEADING_NUMBER = re.compile(r"\\?\$?\s*-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s*\\?%)?")
+_EXPLANATION = re.compile(r",?\s+(?:because|since|as|which|so|that|from|after|when|for|by|and\s+[a-z])\b")
 _ANSWER_PHRASES = (
     re.compile(r"final answer\s*(?:is|:)\s*:?", re.IGNORECASE),
     re.compile(r"\banswer\s*(?:is|:)\s*:?", re.IGNORECASE),
@@ -96,7 +98,12 @@ def _after_phrase(text: str) -> str | None:
         spans = list(_MATH_SPANS.finditer(line))
         if spans:
             return _span_text(spans[0])
+        line = re.split(r"\.\s+", line, maxsplit=1)[0]  # the first sentence: "12. Then we check..."
         line = line.rstrip(" .;*").lstrip("*")  # the full stop ("3." is 3 anyway) and markdown bold
+        # "12 because 3 x 4 = 12", "18, which is the total": the number, not the explanation after it
+        number = _LEADING_NUMBER.match(line)
+        if number and _EXPLANATION.match(line, number.end()):
+            return number.group(0).strip()
         if line:
             return line[:_MAX_ANSWER_CHARS]
     return None

@@ -225,7 +225,7 @@ def parse_answer(s: str):
                 raise ParseError("mismatched brackets around a list of more than two elements")
             return Items("tuple", values)
 
-    parts = split_top_level(s, (",", ";", "\\text{ and }", " and ", " or "))
+    parts = split_top_level(s, (", and ", ", or ", ",", ";", "\\text{ and }", " and ", " or "))
     if len(parts) > 1 and all(parts):
         return Items("list", _elements(parts))
 

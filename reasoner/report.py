@@ -159,8 +159,8 @@ def plot_metrics(run_dir: Path, metrics: list[dict], config: dict | None = None,
         ax.plot(hx, hy, "o-", color=COLORS["heldout"], linewidth=1.5, markersize=5, label="held-out check")
     top = max([0.25] + [float(np.nanmax(v)) for v in (reward, acc, hy) if len(v)])
     ax.set_ylim(-0.02, min(1.02, 1.15 * top))
-    save(fig, ax, "reward", title, "Faint: each step; bold: 5-step centred average. Red dots: the periodic held-out check. "
-         "Reward rising while the held-out line falls means the policy is learning the training set, not the skill.")
+    save(fig, ax, "reward", title, "Faint: each step; bold: 5-step centred average. Red dots: the periodic held-out "
+         "check. Reward rising while the held-out line falls means the policy is learning the training set, not the skill.")
 
     title = "Response length (tokens)"
     fig, ax = _figure(title, "tokens")
@@ -424,19 +424,20 @@ def _config_section(path: Path) -> str:
 
 
 STYLE = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1180px;margin:1.5em auto;padding:0 1.2em;
-color:#1d232a;line-height:1.45}
-h1{font-size:1.7em;margin:.2em 0}h2{font-size:1.25em;margin-top:1.8em;border-bottom:2px solid #e3e7eb;padding-bottom:.25em}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1180px;margin:1.5em auto;
+  padding:0 1.2em;color:#1d232a;line-height:1.45}
+h1{font-size:1.7em;margin:.2em 0}
+h2{font-size:1.25em;margin-top:1.8em;border-bottom:2px solid #e3e7eb;padding-bottom:.25em}
 .meta{color:#555;font-size:.92em}code{font-size:.85em;color:#555}nav a{margin-right:1em;font-size:.92em}
 .cards{display:flex;flex-wrap:wrap;gap:.8em;margin:1em 0}
 .card{border:1px solid #dde3e8;border-radius:8px;padding:.6em .9em;flex:1 1 0;min-width:130px;background:#fafbfc}
 .card .label{font-size:.8em;color:#555}.card .value{font-size:1.25em;font-weight:600;white-space:nowrap}
 .card .detail{font-size:.85em}
 .card.bad{border-color:#e0a0a0;background:#fff5f4}.card.good{border-color:#a8d5b0;background:#f4fbf5}
-table{border-collapse:collapse;margin:.6em 0;font-size:.92em}td,th{border:1px solid #dde3e8;padding:.3em .7em;text-align:right}
-th{background:#f1f4f6}td:first-child,th:first-child{text-align:left}table.alarms td,table.alarms th{text-align:left}
-td{white-space:nowrap}table.alarms td:last-child{white-space:normal}
-table.alarms td:last-child{max-width:760px}
+table{border-collapse:collapse;margin:.6em 0;font-size:.92em}
+td,th{border:1px solid #dde3e8;padding:.3em .7em;text-align:right}td{white-space:nowrap}
+th{background:#f1f4f6}td:first-child,th:first-child{text-align:left}
+table.alarms td,table.alarms th{text-align:left}table.alarms td:last-child{white-space:normal;max-width:760px}
 .plots{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:1.4em 1.6em}
 figure{margin:0}figure img{width:100%;border:1px solid #eef0f2;border-radius:4px}
 figcaption{font-size:.85em;color:#444;margin-top:.3em}
@@ -444,8 +445,9 @@ figcaption{font-size:.85em;color:#444;margin-top:.3em}
 .na{color:#999}.ok{color:#11812b;font-weight:600}.note{font-size:.85em;color:#555}
 .split{display:grid;grid-template-columns:auto minmax(0,1fr);gap:1.6em;align-items:start}
 .cfgs{column-count:3;column-gap:1.4em}.cfg{break-inside:avoid;padding-bottom:.4em}
-.cfg h3{font-size:1em;margin:.5em 0 .2em}table.cfg{font-size:.8em;width:100%}table.cfg td{white-space:normal;
-word-break:break-all}table.cfg td:first-child{word-break:normal;width:45%}table.cfg td:last-child,table.cfg th:last-child{text-align:left}
+.cfg h3{font-size:1em;margin:.5em 0 .2em}table.cfg{font-size:.8em;width:100%}
+table.cfg td{white-space:normal;word-break:break-all}table.cfg td:first-child{word-break:normal;width:45%}
+table.cfg td:last-child,table.cfg th:last-child{text-align:left}
 summary{cursor:pointer;color:#555;font-size:.9em;margin-top:.8em}
 pre{background:#f6f8fa;padding:1em;overflow:auto;font-size:.8em;max-height:32em;border-radius:6px}
 """

@@ -160,7 +160,8 @@ def plot_metrics(run_dir: Path, metrics: list[dict], config: dict | None = None,
     top = max([0.25] + [float(np.nanmax(v)) for v in (reward, acc, hy) if len(v)])
     ax.set_ylim(-0.02, min(1.02, 1.15 * top))
     save(fig, ax, "reward", title, "Faint: each step; bold: 5-step centred average. Red dots: the periodic held-out "
-         "check. Reward rising while the held-out line falls means the policy is learning the training set, not the skill.")
+         "check. Reward rising while the held-out line falls means the policy is learning the training set, "
+         "not the skill.")
 
     title = "Response length (tokens)"
     fig, ax = _figure(title, "tokens")

@@ -172,10 +172,10 @@ def plot_metrics(run_dir: Path, metrics: list[dict], config: dict | None = None,
         ax.axhspan(base * (1 - band), base * (1 + band), color="grey", alpha=0.12,
                    label=f"drift band (baseline {base:.0f} \u00b1{band:.0%})")
         ax.axhline(base, color="grey", linestyle="--", linewidth=1)
-    _line(ax, "mean", steps, mean_len, COLORS["mean"])
-    _line(ax, "p90", *series(metrics, "response_length_p90"), COLORS["p90"], width=1.5)
     _line(ax, "right answers", *series(metrics, "response_length_correct"), COLORS["correct"], 1.3, raw=False)
     _line(ax, "wrong answers", *series(metrics, "response_length_wrong"), COLORS["wrong"], 1.3, raw=False)
+    _line(ax, "p90", *series(metrics, "response_length_p90"), COLORS["p90"], width=1.5)
+    _line(ax, "mean", steps, mean_len, COLORS["mean"])  # last, so that it is drawn on top
     cap = config.get("sampling", {}).get("max_new_tokens")
     if cap:
         ax.axhline(cap, color=COLORS["cap"], linestyle="-.", linewidth=1, label=f"length cap ({cap})")

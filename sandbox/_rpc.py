@@ -302,7 +302,13 @@ class Channel:
         raise ValueError(f"unknown operation {op!r}")
 
 
-_BUILTIN_VALUES = {name for name, value in vars(builtins).items() if callable(value) and not name.startswith("_")}
+# Built-ins that may travel by name. Not those with effects (exec, open, exit, setattr, ...): a program
+# must not hand the worker `exit` as the function under test and have the tests call it there.
+_UNSAFE_BUILTINS = {"exec", "eval", "compile", "open", "input", "print", "breakpoint", "exit", "quit", "help",
+                    "globals", "locals", "vars", "setattr", "delattr", "getattr", "dir", "copyright",
+                    "credits", "license", "aiter", "anext", "memoryview"}
+_BUILTIN_VALUES = {name for name, value in vars(builtins).items()
+                   if callable(value) and not name.startswith("_") and name not in _UNSAFE_BUILTINS}
 
 
 def _named_builtin(obj) -> bool:

@@ -387,6 +387,13 @@ def test_redefining_builtins_and_modules_the_tests_use(verifier):
     attack(verifier, source, reference)
 
 
+def test_handing_the_tests_a_builtin_with_effects(verifier):
+    """`add = exit` must not make the worker call its own `exit` (nor `exec`, `open`, ...)."""
+    for name in ("exit", "exec", "setattr"):
+        attack(verifier, f"add = {name}\n")
+    attack(verifier, "import builtins\nadd = builtins.__import__\n")
+
+
 def test_patching_the_harness_through_shared_state(verifier):
     source = """
     import sys

@@ -126,6 +126,8 @@ class CodeVerifier(Verifier):
 
     def _judge(self, program: str, reference: dict, results: list[dict]) -> Verdict:
         base = {"isolation": results[0].get("isolation") if results else None}
+        if results and results[0].get("warning"):
+            base["warning"] = results[0]["warning"]  # degraded isolation is never silent
         if "stdio" in reference:
             return self._judge_stdio(program, reference["stdio"], results, base)
         result = results[0]

@@ -171,16 +171,18 @@ class AlarmMonitor:
 
     `history` is what metrics.jsonl already holds when training resumes: the monitor replays it so that an
     alarm already holding does not fire again, and drops lines of alarms.jsonl from steps to be redone.
+    With `path` None (the other ranks of a multi-process run) it neither logs nor writes, but still stops,
+    so that every rank stops at the same step.
     """
 
-    def __init__(self, config: AlarmConfig, path: Path, history: list[dict] | None = None):
+    def __init__(self, config: AlarmConfig, path: Path | None, history: list[dict] | None = None):
         self.config = config
-        self.path = Path(path)
+        self.path = Path(path) if path is not None else None
         self.history: list[dict] = []
         self.last_held: dict[str, int] = {}  # alarm -> last step its condition held
         for record in history or []:
             self._update(record)
-        if self.path.is_file():
+        if self.path is not None and self.path.is_file():
             last = self.history[-1]["step"] if self.history else -1
             kept = [line for line in self.path.read_text().splitlines()
                     if line.strip() and json.loads(line)["step"] <= last]
@@ -199,7 +201,7 @@ class AlarmMonitor:
     def check(self, record: dict) -> list[Alarm]:
         """Check the step just finished; return the alarms that fired on it."""
         fired = self._update(record)
-        for alarm in fired:
+        for alarm in fired if self.path is not None else []:
             log.warning("ALARM step %d %s: %s", alarm.step, alarm.alarm, alarm.message)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as f:
@@ -207,7 +209,7 @@ class AlarmMonitor:
         if fired and self.config.stop_on_alarm:
             names = ", ".join(a.alarm for a in fired)
             raise AlarmStop(f"training stopped at step {record['step']} by alarm {names}: {fired[0].message} "
-                            f"(see {self.path}; thresholds are the train.alarms settings, and stop_on_alarm false "
+                            f"(see {self.path or 'alarms.jsonl'}; thresholds are the train.alarms settings, and stop_on_alarm false "
                             f"only records alarms)")
         return fired
 

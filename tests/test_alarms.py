@@ -133,6 +133,13 @@ def test_stop_on_alarm_raises_a_clear_error(tmp_path):
     assert json.loads((tmp_path / "alarms.jsonl").read_text())["alarm"] == "truncation"
 
 
+def test_a_monitor_without_a_path_is_quiet_but_still_stops(tmp_path, caplog):
+    monitor = AlarmMonitor(AlarmConfig(stop_on_alarm=True), None)
+    with caplog.at_level(logging.WARNING, logger="reasoner.alarms"), pytest.raises(AlarmStop):
+        monitor.check(stream(1, truncation_rate=lambda s: 0.9)[0])
+    assert "ALARM" not in caplog.text and list(tmp_path.iterdir()) == []
+
+
 def test_stop_on_alarm_through_the_cli_is_an_error_with_a_nonzero_exit(tmp_path, micro_model, capsys):
     from data.records import write_tasks
     from data.synthetic import generate

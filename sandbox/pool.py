@@ -144,16 +144,20 @@ class Zygote:
             pass
 
 
-# bubblewrap's --die-with-parent follows the thread that started it, so workers are started from one
-# long-lived thread rather than from whichever pool thread first needed them.
+# bubblewrap's --die-with-parent follows the thread that started it, so workers are started from
+# long-lived threads (an executor's threads live as long as the process) rather than from whichever
+# short-lived pool thread first needed them; several at once, since each takes a few hundred milliseconds.
 _spawner: ThreadPoolExecutor | None = None
 _spawner_pid = 0
+_spawner_lock = threading.Lock()
 
 
 def _start_zygote(prefer_namespaces: bool) -> Zygote:
     global _spawner, _spawner_pid
-    if _spawner is None or _spawner_pid != os.getpid():
-        _spawner, _spawner_pid = ThreadPoolExecutor(1, thread_name_prefix="sandbox-spawner"), os.getpid()
+    with _spawner_lock:
+        if _spawner is None or _spawner_pid != os.getpid():
+            _spawner = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="sandbox-spawner")
+            _spawner_pid = os.getpid()
     return _spawner.submit(Zygote, prefer_namespaces).result()
 
 

@@ -8,6 +8,7 @@ program, which costs about a millisecond instead of the tens of milliseconds of 
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import os
 import queue
@@ -63,6 +64,16 @@ def _bwrap_command(python: str) -> list[str] | None:
     return cmd
 
 
+def _bwrap_error(cmd: list[str]) -> str:
+    """What bubblewrap says when it cannot start a sandbox (for the warning)."""
+    try:
+        done = subprocess.run(cmd + ["/bin/true"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    return (done.stderr.strip() or f"exit status {done.returncode}")[:200]
+
+
+@functools.lru_cache(maxsize=None)
 def _bwrap_has_size(bwrap: str) -> bool:
     """bubblewrap before 0.7 has no --size; its tmpfs mounts are then capped only by RLIMIT_FSIZE per file."""
     try:
@@ -97,8 +108,9 @@ class Zygote:
         hello = self._receive(30.0)
         if hello is None and bwrap:  # bubblewrap is installed but cannot run here (no user namespaces)
             self.close()
+            why = _bwrap_error(bwrap)
             self.__init__(prefer_namespaces=False)
-            self.problem = self.problem or "bubblewrap failed to start"
+            self.problem = f"bubblewrap failed: {why}"
             return
         if hello is None:
             raise RuntimeError("sandbox: the zygote worker failed to start")
@@ -107,10 +119,6 @@ class Zygote:
             self.problem = hello["problem"]
         else:
             self.problem = "bubblewrap (bwrap) not found" if prefer_namespaces else "namespaces turned off"
-
-    def request(self, cfg: dict) -> dict | None:
-        self.send(_encode(cfg))
-        return self.receive(cfg)
 
     def send(self, message: bytes) -> None:
         data = message

@@ -437,3 +437,19 @@ def test_without_namespaces_it_still_limits_and_says_so(tmp_path):
         assert verifier.verify(WRONG.replace("-", "+"), REFERENCE).correct
     finally:
         sb.close()
+
+
+def test_a_bubblewrap_that_cannot_start_is_reported(tmp_path, monkeypatch):
+    """As on kernels without unprivileged user namespaces: bwrap exists but fails; the sandbox says why."""
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr("sandbox.pool.shutil.which", lambda name: str(fake) if name == "bwrap" else None)
+    sb = Sandbox(workers=1)
+    try:
+        with pytest.warns(RuntimeWarning, match="No permissions to create new namespace"):
+            result = run(sb, "print(1)")
+        assert result.stdout == "1\n" and result.isolation == "limits only"
+        assert "No permissions" in result.warning
+    finally:
+        sb.close()

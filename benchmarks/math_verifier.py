@@ -5,7 +5,8 @@
 
 The pairs: every GSM8K test answer and MATH-500 answer (from ../shared/data) rewritten into forms
 that keep the value (reformatted, converted to a decimal, boxed or not, ...) and forms that change it
-(one digit changed, negated, elements swapped, ...), plus the hand cases of tests/math_cases.py. The
+(one digit changed, negated, elements swapped, ...); each data set's own worked solution as a long
+response, as is and with its final answer changed; plus the hand cases of tests/math_cases.py. The
 label of each pair comes from how it was built, not from either verifier.
 
 Both verifiers are timed one call at a time, in a single process each (ours in this process, whose
@@ -135,23 +136,44 @@ def different_forms(ref: str) -> list[tuple[str, str]]:
     return forms
 
 
+def solution_forms(source: str, ref: str, solution: str) -> list[tuple[str, str, bool]]:
+    """The data set's own worked solution as the response (label True), and the same solution with
+    its final answer's first digit changed (label False): long, realistic responses."""
+    forms = [("worked solution", solution, True)]
+    changed = _change_digit(ref, first=True)
+    if changed:
+        if source == "gsm8k":
+            cut = solution.rfind("####")
+            wrong = solution[:cut] + "#### " + changed
+        else:
+            cut = solution.rfind("\\boxed{")
+            wrong = solution[:cut] + "\\boxed{" + changed + "}." if cut >= 0 else None
+        if wrong:
+            forms.append(("worked solution, final answer changed", wrong, False))
+    return forms
+
+
 def labelled_pairs(limit: int | None = None) -> list[dict]:
     pairs = []
     sources = []
     gsm = DATA / "gsm8k_test.jsonl"
     math500 = DATA / "math500_test.jsonl"
     if gsm.exists():
-        sources.append(("gsm8k", [json.loads(l)["answer"].split("####")[-1].strip() for l in gsm.open()]))
+        rows = [json.loads(line) for line in gsm.open()]
+        sources.append(("gsm8k", [(r["answer"].split("####")[-1].strip(), r["answer"]) for r in rows]))
     if math500.exists():
-        sources.append(("math500", [json.loads(l)["answer"] for l in math500.open()]))
-    for source, refs in sources:
-        for ref in refs[:limit]:
+        rows = [json.loads(line) for line in math500.open()]
+        sources.append(("math500", [(r["answer"], r["solution"]) for r in rows]))
+    for source, items in sources:
+        for ref, solution in items[:limit]:
             seen = set()
-            for label, forms in ((True, equivalent_forms(ref)), (False, different_forms(ref))):
-                for how, response in forms:
-                    if response not in seen:
-                        seen.add(response)
-                        pairs.append({"source": source, "how": how, "response": response, "reference": ref, "label": label})
+            forms = [(how, response, True) for how, response in equivalent_forms(ref)]
+            forms += [(how, response, False) for how, response in different_forms(ref)]
+            forms += solution_forms(source, ref, solution)
+            for how, response, label in forms:
+                if response not in seen:
+                    seen.add(response)
+                    pairs.append({"source": source, "how": how, "response": response, "reference": ref, "label": label})
     for category, answer, reference, expected in all_cases():
         pairs.append({"source": "hand", "how": category, "response": as_response(category, answer),
                       "reference": reference, "label": expected})

@@ -343,6 +343,8 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("x = 6", "5", False),
         ("6", "x=5", False),
         ("k = 3", "3", True),
+        ("x = 18", "y = 18", False),
+        ("y = 18", "y = 18.0", True),
         ("a = \\frac{1}{2}", "0.5", True),
         ("f(x) = x^2 + 1", "x^2+1", True),
         ("f(x) = x^2 + 1", "f(x) = 1 + x^2", True),

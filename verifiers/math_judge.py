@@ -20,6 +20,7 @@ from functools import lru_cache
 from verifiers.math_normalise import Answer
 from verifiers.math_numbers import format_rational, parse_rational
 
+_ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?=[^=]*$)")
 _BASE_NUMBER = re.compile(r"([0-9A-Za-z]+)_\{?(\d+)\}?")
 
 
@@ -36,7 +37,13 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
         other = _BASE_NUMBER.fullmatch(answer.key)
         digits, radix = (other.group(1), other.group(2)) if other else (answer.key, base.group(2))
         return (digits.lower(), radix) == (base.group(1).lower(), base.group(2)), f"number in base {base.group(2)}"
-    a, r = parse_rational(answer.text), parse_rational(reference.text)
+    # `x = 18` against a bare 18 is compared by value; two equations go to the sympy path
+    a_text, r_text = answer.text, reference.text
+    if "=" not in r_text:
+        a_text = _value_side(a_text)
+    if "=" not in answer.text:
+        r_text = _value_side(r_text)
+    a, r = parse_rational(a_text), parse_rational(r_text)
     if a is not None and r is not None:
         for scaled in _percent_readings(a, answer, reference):
             if scaled == r:
@@ -44,6 +51,12 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
                 return True, f"{format_rational(scaled)} == {format_rational(r)}{note}"
         return False, f"{format_rational(a)} != {format_rational(r)}"
     return None
+
+
+def _value_side(text: str) -> str:
+    """`x = 18` -> `18`: an assignment to one variable is compared by its value (as in math_equiv)."""
+    m = _ASSIGNMENT.match(text)
+    return text[m.end() :] if m else text
 
 
 def _words(s: str) -> str:

@@ -103,6 +103,8 @@ def test_humaneval_style_with_prompt_prefix(verifier):
     }
     assert verifier.verify("    return sum(xs)\n", reference).correct  # body only: the prefix is put in front
     assert verifier.verify("```python\ndef total(xs):\n    return sum(xs)\n```", reference).correct
+    typed = {**reference, "prompt_prefix": "from typing import List\n\n\n" + reference["prompt_prefix"]}
+    assert verifier.verify("def total(xs: List[int]) -> int:\n    return sum(xs)\n", typed).correct
     verdict = verifier.verify("    return None\n", reference)
     assert not verdict.correct and verdict.reason.startswith("failed: AssertionError in test 1")
 

@@ -6,6 +6,9 @@ References (see CONTRACT.md):
      "prompt_prefix": "optional"}                                          HumanEval style, one test: check(f)
     {"stdio": [{"input": "1 2\\n", "output": "3\\n"}, ...]}                 one test per input
 
+A HumanEval-style program that defines the entry point itself gets the prompt's import lines in front of it
+(so `List` in its signature still resolves); one that does not gets the whole `prompt_prefix`.
+
 The reward is 1.0 exactly when every test passed; `partial_credit` is the separate shaping step that gives
 the fraction of tests passed. Tests run in a trusted process apart from the program (see `sandbox`), so a
 program cannot pass by exiting early, printing a fake result or returning objects that equal anything.
@@ -40,6 +43,12 @@ def extract_program(response: str) -> str | None:
 
 def _defines(program: str, name: str) -> bool:
     return re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", program, re.M) is not None
+
+
+def _imports(prefix: str) -> str:
+    """The top-level import statements of a prompt."""
+    lines = [line for line in prefix.splitlines() if re.match(r"(import|from)\s+\w", line)]
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def _normalize_output(text: str) -> str:
@@ -113,7 +122,12 @@ class CodeVerifier(Verifier):
             entry, prefix = str(reference["entry_point"]), str(reference.get("prompt_prefix") or "")
             if not entry.isidentifier():
                 raise ValueError(f"entry_point {entry!r} is not a name")
-            source = program if not prefix or _defines(program, entry) else prefix + program
+            if not prefix:
+                source = program
+            elif _defines(program, entry):  # a whole function: keep the prompt's imports (typing.List, ...)
+                source = _imports(prefix) + program
+            else:
+                source = prefix + program
             check = str(reference["test"])
             tests_job = job("tests", source=source, check=check, entry_point=entry, prefix=prefix, **limits)
             return program, [tests_job], reference

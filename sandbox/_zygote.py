@@ -156,8 +156,12 @@ def _seccomp_program(pid: int) -> bytes | None:
     return b"".join(struct.pack("<HBBI", *i) for i in ins)
 
 
+_SECCOMP_AS_PID_1 = _seccomp_program(1)  # built once: a namespaced program is always pid 1
+
+
 def _forbid_new_processes() -> None:
-    code = _seccomp_program(os.getpid())
+    pid = os.getpid()
+    code = _SECCOMP_AS_PID_1 if pid == 1 else _seccomp_program(pid)
     if code is None:
         return
     filt = ctypes.create_string_buffer(code)

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from reasoner import distributed
+
 PREFIX = "step-"
 
 
@@ -30,28 +32,33 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save_checkpoint(directory: Path, step: int, model, tokenizer, optimizer, scheduler, trainer_state: dict,
-                    save_extra=None) -> Path:
+def save_checkpoint(directory: Path, step: int, engine, tokenizer, trainer_state: dict, save_extra=None) -> Path:
     """Write checkpoint `step` (the number of steps completed) atomically; keep only the newest two.
 
-    `save_extra(dir)` writes an algorithm's own files (PPO's value head) into the checkpoint before it is renamed.
+    Every rank calls this (the optimizer state is written by each rank); rank 0 writes the rest and renames
+    the finished directory into place. `save_extra(dir)` writes an algorithm's own files (PPO's value head).
     """
     final = directory / f"{PREFIX}{step:06d}"
     tmp = directory / f".{PREFIX}{step:06d}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()},
-               tmp / "trainer.pt")
-    (tmp / "trainer_state.json").write_text(json.dumps({"step": step, **trainer_state}))
-    if final.exists():
-        shutil.rmtree(final)
-    if save_extra is not None:
-        save_extra(tmp)
-    os.replace(tmp, final)
-    for old in list_checkpoints(directory)[:-2]:
-        shutil.rmtree(old, ignore_errors=True)
+    if distributed.is_main():
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    distributed.barrier()
+    engine.save(tmp)
+    torch.save(rng_state(), tmp / f"rng-{distributed.rank()}.pt")
+    weights = engine.full_state_dict()
+    if distributed.is_main():
+        engine.module.save_pretrained(tmp, state_dict=weights)
+        tokenizer.save_pretrained(tmp)
+        if save_extra is not None:
+            save_extra(tmp)
+        (tmp / "trainer_state.json").write_text(json.dumps({"step": step, **trainer_state}))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        for old in list_checkpoints(directory)[:-2]:
+            shutil.rmtree(old, ignore_errors=True)
+    distributed.barrier()
     return final
 
 
@@ -66,11 +73,11 @@ def latest_checkpoint(directory: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def load_trainer_state(checkpoint: Path, optimizer, scheduler) -> dict:
-    blob = torch.load(checkpoint / "trainer.pt", weights_only=False)
-    optimizer.load_state_dict(blob["optimizer"])
-    scheduler.load_state_dict(blob["scheduler"])
-    set_rng_state(blob["rng"])
+def load_checkpoint(checkpoint: Path, engine) -> dict:
+    """Restore the optimizer, scheduler and this rank's RNG states; return the trainer state."""
+    engine.load(checkpoint)
+    rng = checkpoint / f"rng-{distributed.rank()}.pt"
+    set_rng_state(torch.load(rng if rng.is_file() else checkpoint / "rng-0.pt", weights_only=False))
     return json.loads((checkpoint / "trainer_state.json").read_text())
 
 

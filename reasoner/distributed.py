@@ -79,20 +79,24 @@ class TorchEngine:
     """One process: AdamW, linear warm-up, gradient clipping."""
 
     def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
-                 weight_decay: float = 0.0):
+                 extra_param_groups: list[dict] = (), weight_decay: float = 0.0):
         self.module, self.grad_clip = model, grad_clip
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
+        groups = [{"params": list(model.parameters())}, *extra_param_groups]
+        self.optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, linear_warmup(warmup_steps))
 
     def backward(self, loss: torch.Tensor, last: bool) -> None:
         loss.backward()
 
     def step(self) -> float:
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.grad_clip)
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
         self.optimizer.step()
-        self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(grad_norm)
+
+    def schedule(self) -> None:
+        self.scheduler.step()
 
     @property
     def lr(self) -> float:
@@ -114,8 +118,9 @@ class TorchEngine:
 class DeepSpeedEngine:
     """Several processes: DeepSpeed ZeRO stage 2 or 3, bf16 on GPUs and fp32 on the CPU."""
 
-    def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float, zero_stage: int = 2,
-                 offload: bool = False, weight_decay: float = 0.0):
+    def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
+                 extra_param_groups: list[dict] = (), zero_stage: int = 2, offload: bool = False,
+                 weight_decay: float = 0.0):
         import deepspeed
 
         cuda = torch.cuda.is_available()
@@ -131,10 +136,11 @@ class DeepSpeedEngine:
             "zero_allow_untested_optimizer": True,
             "steps_per_print": 10**9,
         }
-        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup_steps))
-        self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
-            model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config)
+        groups = [{"params": list(model.parameters())}, *extra_param_groups]
+        optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+        # Our own schedule, stepped once per training step whatever the number of optimiser steps in it.
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup_steps))
         self.module = self.engine.module
         self.zero_stage = zero_stage
 
@@ -150,15 +156,21 @@ class DeepSpeedEngine:
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else float("nan")
 
+    def schedule(self) -> None:
+        self.scheduler.step()
+
     @property
     def lr(self) -> float:
         return self.scheduler.get_last_lr()[0]
 
     def save(self, directory: Path) -> None:
-        self.engine.save_checkpoint(str(directory), tag="deepspeed")  # collective: every rank writes its part
+        # collective: every rank writes its part of the optimizer state
+        self.engine.save_checkpoint(str(directory), tag="deepspeed",
+                                    client_state={"scheduler": self.scheduler.state_dict()})
 
     def load(self, directory: Path) -> None:
-        self.engine.load_checkpoint(str(directory), tag="deepspeed")
+        _, client_state = self.engine.load_checkpoint(str(directory), tag="deepspeed")
+        self.scheduler.load_state_dict(client_state["scheduler"])
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The whole model's weights on every rank (ZeRO 3 gathers its partitions)."""
@@ -170,8 +182,35 @@ class DeepSpeedEngine:
         return self.module.state_dict()
 
 
-def make_engine(model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float, zero_stage: int = 2,
-                offload: bool = False, weight_decay: float = 0.0):
+def make_engine(model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
+                extra_param_groups: list[dict] = (), zero_stage: int = 2, offload: bool = False):
+    """DeepSpeed when this process is one of several, plain PyTorch otherwise."""
     if dist.is_initialized() and world_size() > 1:
-        return DeepSpeedEngine(model, lr, warmup_steps, grad_clip, zero_stage, offload, weight_decay)
-    return TorchEngine(model, lr, warmup_steps, grad_clip, weight_decay)
+        return DeepSpeedEngine(model, lr, warmup_steps, grad_clip, extra_param_groups, zero_stage, offload)
+    return TorchEngine(model, lr, warmup_steps, grad_clip, extra_param_groups)
+
+
+def frozen_copy(model: torch.nn.Module, zero_stage: int = 2) -> torch.nn.Module:
+    """A frozen copy of the model (the reference policy); under ZeRO 3 its weights are partitioned too."""
+    import copy
+
+    reference = copy.deepcopy(model).eval().requires_grad_(False)
+    if dist.is_initialized() and world_size() > 1 and zero_stage == 3:
+        import deepspeed
+
+        engine, *_ = deepspeed.initialize(model=reference, config={
+            "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3},
+            "bf16": {"enabled": torch.cuda.is_available()}})
+        return engine.module
+    return reference
+
+
+def gathered_parameters(model: torch.nn.Module, zero_stage: int):
+    """Context in which a ZeRO-3 model holds all its weights (for generation); a no-op otherwise."""
+    import contextlib
+
+    if dist.is_initialized() and world_size() > 1 and zero_stage == 3:
+        import deepspeed
+
+        return deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None)
+    return contextlib.nullcontext()

@@ -24,13 +24,14 @@ from tqdm import tqdm
 from data.pairs import pair_records, pair_summary
 from data.records import Task, write_jsonl
 from reasoner.algorithms.dpo import preference_loss
-from reasoner.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, truncate_metrics
+from reasoner import distributed
+from reasoner.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, truncate_metrics
 from reasoner.config import TrainConfig
 from reasoner.evaluation import sample_and_verify
 from reasoner.generation import SamplingParams, make_generator
 from reasoner.metrics import MetricsWriter
 from reasoner.rollout import encode_prompts, micro_batches, pad_batch, response_logprobs
-from reasoner.trainer import linear_warmup, step_seed
+from reasoner.trainer import step_seed
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +89,13 @@ def train_dpo(config: TrainConfig, model, tokenizer, tasks: list[Task]) -> Path:
     metrics = MetricsWriter(Path(config.metrics or output / "metrics.jsonl"))
     torch.manual_seed(config.seed)
     reference = copy.deepcopy(model).eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.99), weight_decay=0.0)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(config.warmup_steps))
+    engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip)
     generator = make_generator(config.backend, model, tokenizer)
     start_round, step = 0, 0
     checkpoint = latest_checkpoint(checkpoints)
     if checkpoint is not None:
         model.load_state_dict(type(model).from_pretrained(checkpoint).state_dict())
-        state = load_trainer_state(checkpoint, optimizer, scheduler)
+        state = load_checkpoint(checkpoint, engine)
         start_round, step = state["round"], state["step"]
         log.info("dpo: resuming from %s (round %d, step %d)", checkpoint, start_round, step)
     truncate_metrics(metrics.path, step)
@@ -129,9 +129,9 @@ def train_dpo(config: TrainConfig, model, tokenizer, tasks: list[Task]) -> Path:
             order = order_rng.sample(range(len(pairs)), len(pairs))
             for start in range(0, len(order), dpo.dpo_batch_size):
                 idx = order[start:start + dpo.dpo_batch_size]
-                record = dpo_step(config, model, tokenizer, optimizer, [pairs[i] for i in idx], ref[idx])
-                scheduler.step()
-                record.update(step=step, round=round_, lr=scheduler.get_last_lr()[0], reward_mean=sampled_accuracy)
+                record = dpo_step(config, model, tokenizer, engine, [pairs[i] for i in idx], ref[idx])
+                engine.schedule()
+                record.update(step=step, round=round_, lr=engine.lr, reward_mean=sampled_accuracy)
                 metrics.write(record)
                 bar.update(1)
                 bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['reward_accuracy']:.2f}")
@@ -139,15 +139,14 @@ def train_dpo(config: TrainConfig, model, tokenizer, tasks: list[Task]) -> Path:
         bar.close()
         model.eval()
         log.info("dpo: round %d done, %d pairs, %d steps so far, %.0fs", round_, len(pairs), step, time.time() - t0)
-        save_checkpoint(checkpoints, round_ + 1, model, tokenizer, optimizer, scheduler,
-                        {"round": round_ + 1, "step": step})
+        save_checkpoint(checkpoints, round_ + 1, engine, tokenizer, {"round": round_ + 1, "step": step})
     final = output / "final"
     model.save_pretrained(final)
     tokenizer.save_pretrained(final)
     return final
 
 
-def dpo_step(config: TrainConfig, model, tokenizer, optimizer, pairs: list[dict], ref: torch.Tensor) -> dict:
+def dpo_step(config: TrainConfig, model, tokenizer, engine, pairs: list[dict], ref: torch.Tensor) -> dict:
     """One optimiser step on a batch of pairs; returns the metrics line (without step)."""
     t0 = time.time()
     batch = pair_batch(tokenizer, pairs)
@@ -157,10 +156,8 @@ def dpo_step(config: TrainConfig, model, tokenizer, optimizer, pairs: list[dict]
     p = len(pairs)
     loss, stats = preference_loss(policy[:p], policy[p:], ref[:, 0], ref[:, 1], config.dpo.dpo_beta,
                                   config.dpo.dpo_loss, config.dpo.label_smoothing)
-    loss.backward()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    engine.backward(loss, last=True)
+    grad_norm = engine.step()
     lengths = mask.sum(-1).numpy()
     truncated = [False] * p + [bool(q["meta"].get("rejected_truncated", False)) for q in pairs]
     return {

@@ -75,7 +75,7 @@ class PPO:
         self.head.load_state_dict(blob["state"])
         self.updates = blob["updates"]
 
-    def update(self, config: TrainConfig, model, reference, tokenizer, optimizer, rollout: Rollout) -> dict:
+    def update(self, config: TrainConfig, model, reference, tokenizer, engine, rollout: Rollout) -> dict:
         ppo, temperature = config.ppo, config.sampling.temperature
         truncated = torch.tensor([s.truncated for s in rollout.samples])  # [N]
         scores, keep = TRUNCATION[config.truncation](rollout.rewards.flatten(), truncated, config.truncation_penalty)
@@ -107,8 +107,9 @@ class PPO:
         totals = {"kl": float(masked_mean(kl, mask)) if kl is not None else 0.0,
                   "value_mean": float(masked_mean(old_values, mask)),
                   "return_mean": float(masked_mean(returns, mask)), "critic_warmup": float(warming)}
+        pieces = list(micro_batches(batch, config.micro_batch_size))
         for epoch in range(config.epochs_per_batch):
-            for mb in micro_batches(batch, config.micro_batch_size):
+            for mb in pieces:
                 m = mb["response_mask"]
                 logp, values, entropy = policy_and_values(model, self.head, mb, temperature, detach, epoch == 0)
                 pg, stats = clipped_policy_loss(logp, mb["old_logp"], mb["advantages"], m, config.clip_low,
@@ -116,7 +117,7 @@ class PPO:
                 vl, vstats = value_loss(values, mb["old_values"], mb["returns"], m, ppo.value_clip or None)
                 policy_loss, critic_loss = aggregate(pg, m, sizes), aggregate(vl, m, sizes)
                 loss = critic_loss if warming else policy_loss + ppo.vf_coef * critic_loss
-                loss.backward()
+                engine.backward(loss, last=mb is pieces[-1])
                 share = m.sum().item() / sizes.tokens / config.epochs_per_batch
                 for key, value in {**stats, **vstats, "loss": loss.detach(), "policy_loss": policy_loss.detach(),
                                    "value_loss": critic_loss.detach()}.items():
@@ -124,13 +125,10 @@ class PPO:
                     totals[key] = totals.get(key, 0.0) + float(value) * weight
                 if entropy is not None:
                     totals["entropy"] = totals.get("entropy", 0.0) + float((entropy * m).sum()) / sizes.tokens
-            params = [p for group in optimizer.param_groups for p in group["params"]]
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
             if warming:  # the policy must not move while only the critic learns
                 for p in model.parameters():
                     p.grad = None
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            grad_norm = engine.step()
         model.eval()
         self.updates += 1
         totals["grad_norm"] = float(grad_norm)

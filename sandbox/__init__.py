@@ -16,11 +16,11 @@ its parent; or (2) fake a pass: exit with status 0 before the tests run (`sys.ex
 
 Against (1), each program runs in its own process, cloned from a warm zygote worker that was started once
 under bubblewrap (Debian package `bubblewrap`) with new user, pid, network, mount, ipc and uts namespaces
-and a cleared environment. The program is then chrooted into a jail that shows only read-only /usr, /lib*,
-the Python installation and a minimal /dev, plus two size-capped tmpfs mounts, its working directory
-/sandbox and /tmp, which the worker empties after every program; there is no /proc or /sys (where the
-host runs as root, as CI does, uid 0 would otherwise get the owner's rights on the kernel's global
-settings in /proc/sys). Each program also gets user, pid and ipc namespaces of its own: it is pid 1 there,
+and a cleared environment. Each program gets user, pid, ipc and mount namespaces of its own and is
+chrooted into a jail that shows only read-only /usr, /lib*, the Python installation and a minimal /dev,
+plus two tmpfs mounts of its own, capped in bytes and in files: its working directory /sandbox and /tmp.
+There is no /proc or /sys (where the host runs as root, as CI does, uid 0 would otherwise get the
+owner's rights on the kernel's global settings in /proc/sys). The program is pid 1 of its namespace,
 holds no capabilities, may start threads but no processes and signal or trace nobody but itself
 (seccomp; pid_max of its namespace is the kernel's minimum as a second cap), and has limits on CPU time,
 address space, stack, file size, open files and core dumps. A wall clock kills it, and with it
@@ -57,7 +57,7 @@ from sandbox.pool import Sandbox
 
 __all__ = ["RunResult", "Sandbox", "run_python", "default_sandbox", "job"]
 
-DEFAULT_LIMITS = {"file_mb": 16, "nproc": 64, "output_limit": 1 << 20}
+DEFAULT_LIMITS = {"disk_mb": 64, "inodes": 4096, "file_mb": 16, "nproc": 64, "output_limit": 1 << 20}
 
 
 @dataclass(frozen=True)

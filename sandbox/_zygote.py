@@ -4,13 +4,14 @@ out of the workers).
 
 Process tree (inside bubblewrap's user, pid, network, mount, ipc and uts namespaces):
 
-    zygote ──clone(new user, pid and ipc namespaces)──> program P (pid 1 of its own pid namespace)
+    zygote ──clone(new user, pid, ipc and mount namespaces)──> program P (pid 1 of its pid namespace)
 
 The zygote is trusted: it enforces the wall clock, drains and caps P's output, and for unit-test jobs it
 runs the test code itself, calling into P through a pipe (see `_rpc.py`), so P's code never shares an
-interpreter with the tests. P works in /sandbox and /tmp (size-capped tmpfs mounts that the zygote empties
-after every program), has resource limits, no capabilities, no environment, may not create processes
-(seccomp), and dies with every thread it started when the zygote kills it.
+interpreter with the tests. P is chrooted into a jail without /proc, works in /sandbox and /tmp (tmpfs
+mounts of its own, capped in bytes and files, gone when it dies), has resource limits, no capabilities,
+no environment, may not create processes (seccomp), and dies with every thread it started when the
+zygote kills it.
 
 Messages on the control pipe are a 4-byte big-endian length followed by JSON.
 """
@@ -37,7 +38,8 @@ else:  # run as a script inside the sandbox, with -I (so its own directory is no
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import _rpc
 
-CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x08000000, 0x10000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x08000000, 0x10000000, 0x20000000
+MS_NOSUID, MS_NODEV = 0x2, 0x4
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 1, 4, 28, 38
 SECURE_NOROOT_LOCKED = 0x2F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS, each with its lock
 PR_SET_CHILD_SUBREAPER = 36
@@ -46,7 +48,7 @@ NOBODY = 65534
 MEMORY_EXIT = 120  # P exits with this after a MemoryError: status "memory", not "error"
 CONFINEMENT_EXIT = 121  # the sandbox could not confine P, so its program never ran
 JAIL = "/jail"  # what a program sees after chroot: /usr, /lib*, Python, /dev, and two tmpfs mounts
-WORKDIR = "/sandbox"  # in the jail: a tmpfs mounted by bubblewrap, emptied after every program
+WORKDIR = "/sandbox"  # in the jail: a tmpfs of the program's own
 _libc = ctypes.CDLL(None, use_errno=True)
 _pylibc = ctypes.PyDLL(None, use_errno=True)  # keeps the GIL across clone(), like os.fork()
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
@@ -89,11 +91,13 @@ def _check(ret: int, what: str) -> None:
 
 
 def _spawn(namespaced: bool) -> int:
-    """fork(), or with namespaces clone() into new user, pid and ipc namespaces, with CPython's fork hooks."""
+    """fork(), or with namespaces clone() into new user, pid, ipc and mount namespaces, with CPython's fork
+    hooks."""
     if not namespaced:
         return os.fork()
     ctypes.pythonapi.PyOS_BeforeFork()
-    pid = _pylibc.syscall(_SYS_CLONE, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC | signal.SIGCHLD, 0, 0, 0, 0)
+    flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNS | signal.SIGCHLD
+    pid = _pylibc.syscall(_SYS_CLONE, flags, 0, 0, 0, 0)
     if pid == 0:
         ctypes.pythonapi.PyOS_AfterFork_Child()
     else:
@@ -109,6 +113,14 @@ def _map_self(uid: int, gid: int) -> None:
     for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
+
+
+def _private_directories(size_mb: int, inodes: int) -> None:
+    """In P, in its own mount namespace: fresh tmpfs mounts for its working directory and /tmp, capped in
+    bytes and in files, gone with the namespace when P dies."""
+    options = f"size={size_mb}m,nr_inodes={inodes},mode=0755".encode()
+    for path in (JAIL + WORKDIR, JAIL + "/tmp"):
+        _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount " + path)
 
 
 def _drop_capabilities() -> None:
@@ -182,6 +194,7 @@ def confine_program(cfg: dict, namespaced: bool, workdir: str) -> None:
             pass
         # The jail has no /proc: a process whose uid is the host's root (CI runs as root) could otherwise
         # write global sysctls there, since the kernel gives uid 0 the owner's permission bits on them.
+        _private_directories(cfg["disk_mb"], cfg["inodes"])
         os.chroot(JAIL)
         workdir = WORKDIR
     os.chdir(workdir)
@@ -347,8 +360,13 @@ class Program:
             self.pump()
         if self.status is None:
             self.kill(self.killed_for or "finished")
-            self.status = os.waitpid(self.pid, 0)[1]
-        _reap_orphans()
+            if self.namespaced and self.killed_for == "finished":
+                # Its tests are over and it holds nothing the next job needs (its files die with its
+                # mount namespace): reap it later rather than wait for the kernel to tear it down.
+                self.status = 0
+            else:
+                self.status = os.waitpid(self.pid, 0)[1]
+        _reap_orphans(self.namespaced)
         for fd in list(self.fds) + [self.pidfd]:
             os.close(fd)
         self.fds = {}
@@ -356,9 +374,6 @@ class Program:
             import shutil
 
             shutil.rmtree(self.workdir, ignore_errors=True)
-        else:
-            _empty(JAIL + WORKDIR)
-            _empty(JAIL + "/tmp")
         return self.describe()
 
     def describe(self) -> dict:
@@ -386,23 +401,6 @@ class Program:
         }
 
 
-def _empty(directory: str) -> None:
-    """Remove everything a program left in a directory (P and all its threads are dead by now)."""
-    import shutil
-
-    for entry in os.scandir(directory):
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                os.chmod(entry.path, 0o700)
-                shutil.rmtree(entry.path, onerror=lambda fn, path, exc: os.chmod(path, 0o700) or fn(path))
-            else:
-                os.unlink(entry.path)
-        except OSError:
-            pass
-    if os.listdir(directory):  # what cannot be removed would leak into the next program: stop this worker
-        raise SystemExit("sandbox: cannot empty " + directory)
-
-
 def _signal_name(code: int) -> str:
     try:
         return f"killed by {signal.Signals(-code).name}"
@@ -410,28 +408,31 @@ def _signal_name(code: int) -> str:
         return f"killed by signal {-code}"
 
 
-def _reap_orphans() -> None:
-    """Without namespaces, processes that left P's group reparent to the zygote (a subreaper): kill and
-    reap them."""
+def _reap_orphans(namespaced: bool) -> None:
+    """Reap children that have exited. Without namespaces, also kill the processes that left P's group and
+    reparented to the zygote (a subreaper), and wait for them."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
-        if pid == 0:
+        if pid:
+            continue
+        if namespaced:  # programs still dying are in their own pid namespaces: nothing escaped
+            return
+        try:
+            with open("/proc/self/task/%d/children" % os.getpid()) as f:
+                kids = [int(p) for p in f.read().split()]
+        except OSError:
+            kids = []
+        for kid in kids:
             try:
-                with open("/proc/self/task/%d/children" % os.getpid()) as f:
-                    kids = [int(p) for p in f.read().split()]
-            except OSError:
-                kids = []
-            for kid in kids:
-                try:
-                    os.kill(kid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            if not kids:
-                return
-            time.sleep(0.001)
+                os.kill(kid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if not kids:
+            return
+        time.sleep(0.001)
 
 
 def run_main(source: str, name: str = "__main__") -> None:
@@ -494,6 +495,7 @@ def probe_namespaces(cfg: dict) -> str | None:
     if pid == 0:
         try:
             _map_self(cfg["uid"], cfg["gid"])
+            _private_directories(1, 16)
             os.chroot(JAIL)
             _drop_capabilities()
             with open(os.path.join(WORKDIR, "probe"), "w") as f:
@@ -502,7 +504,6 @@ def probe_namespaces(cfg: dict) -> str | None:
         except BaseException:  # noqa: BLE001
             os._exit(3)
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    _empty(JAIL + WORKDIR)
     return None if code == 0 else "cannot set up a user namespace"
 
 

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sandbox import _zygote
 
-TMPFS_MB = 64  # each of a worker's /tmp and working directory; emptied after every program
+TMPFS_MB = 64  # the jail's /tmp and working directory, used as they are only where programs cannot mount
 ZYGOTE_DIR = os.path.dirname(os.path.abspath(_zygote.__file__))
 NAMESPACE_WARNING = (
     "sandbox: Linux namespaces are unavailable ({why}); programs run with resource limits and a "

@@ -148,6 +148,8 @@ def test_disk_fill(verifier, sandbox):
     attack(verifier, WRONG + textwrap.dedent(source))
     result = run(sandbox, source)
     assert result.status in ("error", "killed")  # ENOSPC or SIGXFSZ, never a full host disk
+    files = run(sandbox, "n = 0\nwhile True:\n    open(str(n), 'w').close()\n    n += 1\n")
+    assert files.status == "error" and "No space left" in files.stderr  # inodes are capped too
 
 
 def test_deep_recursion(verifier, sandbox):

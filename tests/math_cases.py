@@ -503,6 +503,8 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("\\boxed{\\boxed{5}}", "5", True),
         ("**Answer:** 12", "12", True),
         ("The answer is: **12**", "12", True),
+        ("To answer: first add the eggs.\n#### 18", "18", True),
+        ("#### 18\nOn reflection the answer is 19.", "18", False),
         ("The answer is 12 because 3 \\times 4 = 12.", "12", True),
         ("The answer is 18, which is the total.", "18", True),
         ("The answer is 12. Then we double-check it by adding.", "12", True),

@@ -6,7 +6,7 @@ is" / "answer:" phrase, then GSM8K's `####` line, and only then the last mathema
 number, so that a response with no marker still gets judged on what it ends with.
 
 Every scan here is linear in the length of the response (no backtracking regular expressions over the
-whole text), so a million-character response costs milliseconds, not the time bound.
+whole text), so even a million-character response costs well under a second, in the caller's process.
 """
 
 from __future__ import annotations
@@ -86,27 +86,34 @@ def _strip_math_delimiters(s: str) -> str:
     return s
 
 
-def _after_phrase(text: str) -> str | None:
-    """The answer written after the last "final answer is" / "answer:" phrase, up to the line's end."""
-    tail = text[-_TAIL:]
+def _after_phrase(text: str) -> tuple[int, str | None]:
+    """Where the last "final answer is" / "answer:" phrase is (-1 if none), and the answer written
+    after it, up to the end of its sentence."""
+    offset = max(0, len(text) - _TAIL)
+    tail = text[offset:]
     for phrase in _ANSWER_PHRASES:
         matches = list(phrase.finditer(tail))
         if not matches:
             continue
-        rest = tail[matches[-1].end() :].lstrip(" *_:\t")  # "**Answer:** 12" in markdown
-        line = rest.split("\n", 1)[0].strip()
-        spans = list(_MATH_SPANS.finditer(line))
-        if spans:
-            return _span_text(spans[0])
-        line = re.split(r"\.\s+", line, maxsplit=1)[0]  # the first sentence: "12. Then we check..."
-        line = line.rstrip(" .;*").lstrip("*")  # the full stop ("3." is 3 anyway) and markdown bold
-        # "12 because 3 x 4 = 12", "18, which is the total": the number, not the explanation after it
-        number = _LEADING_NUMBER.match(line)
-        if number and _EXPLANATION.match(line, number.end()):
-            return number.group(0).strip()
-        if line:
-            return line[:_MAX_ANSWER_CHARS]
-    return None
+        position = offset + matches[-1].start()
+        return position, _answer_in_line(tail[matches[-1].end() :])
+    return -1, None
+
+
+def _answer_in_line(rest: str) -> str | None:
+    """The answer at the start of `rest`: a math span, a number before an explanation, or the sentence."""
+    rest = rest.lstrip(" *_:\t")  # "**Answer:** 12" in markdown
+    line = rest.split("\n", 1)[0].strip()
+    span = _MATH_SPANS.search(line)
+    if span:
+        return _span_text(span)
+    line = re.split(r"\.\s+", line, maxsplit=1)[0]  # the first sentence: "12. Then we check..."
+    line = line.rstrip(" .;*").lstrip("*")  # the full stop ("3." is 3 anyway) and markdown bold
+    # "12 because 3 x 4 = 12", "18, which is the total": the number, not the explanation after it
+    number = _LEADING_NUMBER.match(line)
+    if number and _EXPLANATION.match(line, number.end()):
+        return number.group(0).strip()
+    return line[:_MAX_ANSWER_CHARS] or None
 
 
 def _span_text(m: re.Match) -> str:
@@ -120,7 +127,6 @@ def _last_math_or_number(text: str) -> str | None:
     numbers = list(_NUMBER.finditer(window))
     if not spans and not numbers and len(text) > _TAIL:
         numbers = list(_NUMBER.finditer(text))  # rare: the only number sits far from the end
-        window = text
     span = spans[-1] if spans else None
     number = numbers[-1] if numbers else None
     if span is not None and (number is None or span.end() >= number.end()):
@@ -144,11 +150,12 @@ def extract_answer(response: str) -> str | None:
     boxed = last_boxed(response)
     if boxed:
         return boxed
-    phrase = _after_phrase(response)
-    if phrase:
+    # An answer phrase and GSM8K's `####`: whichever comes last is the model's final word.
+    phrase_at, phrase = _after_phrase(response)
+    hashes = response.rfind("####")
+    if phrase and phrase_at > hashes:
         boxed = last_boxed(phrase)
         return _strip_math_delimiters(boxed or phrase)
-    hashes = response.rfind("####")
     if hashes >= 0:
         line = response[hashes + 4 :].strip().split("\n", 1)[0].strip()
         if line:

@@ -62,7 +62,7 @@ class MathVerifier(Verifier):
 
     def __init__(self, timeout_s: float = 2.0, max_workers: int | None = None):
         self.timeout_s = float(timeout_s)
-        self.max_workers = max_workers or max(4, os.cpu_count() or 1)
+        self.max_workers = max_workers or max(4, _cores())
 
     def verify(self, response: str, reference) -> Verdict:
         return self.verify_batch([(response, reference)])[0]
@@ -83,7 +83,7 @@ class MathVerifier(Verifier):
                 slow.append((i, *prepared))
         if slow:
             jobs = [(answer, ref) for _, _, answer, ref in slow]
-            parallel = workers or os.cpu_count() or 1
+            parallel = workers or _cores()
             try:
                 outcomes = self._pool().map(jobs, self.timeout_s, parallel)
             except OSError as exc:  # no process could be started (a process limit): say so in each verdict
@@ -121,6 +121,14 @@ class MathVerifier(Verifier):
                 _warm_up()
                 pool = MathVerifier._pools[os.getpid()] = WorkerPool(judge_with_sympy, self.max_workers)
         return pool
+
+
+def _cores() -> int:
+    """Cores this process may run on (a container's share, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _warm_up() -> None:

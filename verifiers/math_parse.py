@@ -341,6 +341,8 @@ def _parse_plain(s: str) -> sympy.Expr:
     if terms and len(terms) > _SUM_CHUNK:
         chunks = ["".join(f"{sign}({t})" for sign, t in terms[k : k + _SUM_CHUNK]) for k in range(0, len(terms), _SUM_CHUNK)]
         return sympy.Add(*[_parse_plain(c) for c in chunks], evaluate=False)
+    if any(abs(int(e)) > _MAX_DECIMAL_EXPONENT for e in _DECIMAL_EXPONENT.findall(s)):
+        raise TooLarge("a number written with an enormous exponent (1e100000000)")
     if _nesting_depth(s) > _MAX_NESTING:
         # Python's parser, under sympy's, stops at 200 levels; LaTeX parsers slow to a crawl well before
         raise TooLarge(f"parentheses nested more than {_MAX_NESTING} deep")
@@ -370,6 +372,8 @@ def _parse_plain(s: str) -> sympy.Expr:
 
 
 _MAX_NESTING = 150
+_MAX_DECIMAL_EXPONENT = 10_000  # `rationalize` turns 1e100000000 into an exact integer: refuse first
+_DECIMAL_EXPONENT = re.compile(r"(?<![A-Za-z_])\d*\.?\d+[eE]([-+]?\d{1,12})")
 
 
 def _nesting_depth(s: str) -> int:

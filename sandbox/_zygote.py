@@ -28,9 +28,10 @@ import struct
 import sys
 import time
 
-# Imported here so that forked programs find them warm.
+# Imported here so that programs (and the zygote's own per-job code) find them warm.
 import bisect, collections, copy, functools, heapq, itertools, math, random, re, string, typing  # noqa: E401,F401
 import fractions, decimal, statistics, operator, datetime, hashlib, array, cmath  # noqa: E401,F401
+import ast, atexit, importlib, shutil, tempfile, traceback, types  # noqa: E401,F401
 
 if __package__:  # imported on the host, for the message helpers
     from sandbox import _rpc

@@ -408,6 +408,9 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("(E)", "\\text{(E)}", True),
         ("(D)", "\\text{(E)}", False),
         ("A", "(A)", True),
+        ("(C) 12", "\\text{(C)}", True),
+        ("(B) 12", "\\text{(C)}", False),
+        ("C or D", "\\text{(C)}", False),
     ],
     "bases": [
         ("2516_8", "2516_8", True),

@@ -20,6 +20,7 @@ from functools import lru_cache
 from verifiers.math_normalise import Answer
 from verifiers.math_numbers import format_rational, parse_rational
 
+_LABELLED_CHOICE = re.compile(r"\(([A-E])\)\s+\S")
 _ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?=[^=]*$)")
 _BASE_NUMBER = re.compile(r"([0-9A-Za-z]+)_\{?(\d+)\}?")
 
@@ -29,7 +30,9 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     if answer.key and answer.key == reference.key:
         return True, "same after normalisation"
     if reference.choice:
-        return answer.choice == reference.choice, "choice letter"
+        labelled = _LABELLED_CHOICE.match(answer.text)  # "(C) 12": the option's letter and its content
+        letter = answer.choice or (labelled.group(1) if labelled else None)
+        return letter == reference.choice, "choice letter"
     if reference.is_text:
         return _words(answer.text) == _words(reference.text), "text answer"
     base = _BASE_NUMBER.fullmatch(reference.key)

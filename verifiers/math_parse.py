@@ -37,7 +37,7 @@ _FUNCTIONS = {
     "sqrt": sympy.sqrt, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot,
     "sec": sympy.sec, "csc": sympy.csc, "asin": sympy.asin, "acos": sympy.acos, "atan": sympy.atan,
     "sinh": sympy.sinh, "cosh": sympy.cosh, "tanh": sympy.tanh, "log": sympy.log, "ln": sympy.log,
-    "exp": sympy.exp, "Abs": sympy.Abs, "binomial": sympy.binomial,
+    "exp": sympy.exp, "Abs": sympy.Abs, "abs": sympy.Abs, "binomial": sympy.binomial,
     # unevaluated, so that check_size can refuse 10000000! before anything computes it
     "factorial": lambda n: sympy.factorial(n, evaluate=False),
     "root": sympy.root, "floor": sympy.floor, "ceiling": sympy.ceiling,

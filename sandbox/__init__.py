@@ -25,7 +25,9 @@ holds no capabilities, may start threads but no processes and signal or trace no
 (seccomp; pid_max of its namespace is the kernel's minimum as a second cap), and has limits on CPU time,
 address space, stack, file size, open files and core dumps. A wall clock kills it, and with it
 everything in its pid namespace; stdout and stderr are capped. Its only network interface is the
-unconfigured loopback of the worker's own network namespace.
+loopback of the worker's network namespace. Network and uts namespaces are per worker, used by its
+programs one after another: a program holds no capability there and nothing of it survives its death
+there; one per program would cost about a third of the throughput.
 
 Against (2), test code never runs in the program's interpreter. The worker, a separate trusted process,
 executes the tests and calls the program's functions through a pipe; what comes back is decoded as plain

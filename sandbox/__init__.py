@@ -55,12 +55,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from sandbox.pool import Sandbox
+from sandbox.pool import DEFAULT_LIMITS, Sandbox, job
 
-__all__ = ["RunResult", "Sandbox", "run_python", "default_sandbox", "job"]
-
-DEFAULT_LIMITS = {"disk_mb": 64, "inodes": 4096, "file_mb": 16, "nproc": 64, "output_limit": 1 << 20}
-
+__all__ = ["DEFAULT_LIMITS", "RunResult", "Sandbox", "run_python", "default_sandbox", "job"]
 
 @dataclass(frozen=True)
 class RunResult:
@@ -80,11 +77,6 @@ class RunResult:
         return cls(d["status"], d.get("exit_code"), d.get("stdout", ""), d.get("stderr", ""),
                    float(d.get("duration_s") or 0.0), d.get("reason") or "", d.get("isolation", ""),
                    d.get("warning"))
-
-
-def job(kind: str, timeout_s: float = 5.0, memory_mb: int = 512, **fields) -> dict:
-    """A job description for `Sandbox.run`/`Sandbox.map`: kind "run" (source, stdin) or "tests"."""
-    return {"kind": kind, "timeout_s": float(timeout_s), "memory_mb": int(memory_mb), **DEFAULT_LIMITS, **fields}
 
 
 _default: Sandbox | None = None

@@ -82,6 +82,18 @@ def _bwrap_has_size(bwrap: str) -> bool:
         return False
 
 
+# Per program, besides the time and memory limits each job names: tmpfs size and files of its working
+# directory and of /tmp, largest file, processes (where the uid is not the host's root), bytes kept of
+# each of stdout and stderr (more kills the program).
+DEFAULT_LIMITS = {"disk_mb": 64, "inodes": 4096, "file_mb": 16, "nproc": 64, "output_limit": 1 << 20}
+
+
+def job(kind: str, timeout_s: float = 5.0, memory_mb: int = 512, **fields) -> dict:
+    """A job for `Sandbox.run`/`Sandbox.map`: kind "run" (fields source, stdin) or "tests" (source and
+    setup+tests, or check+entry_point+prefix); `fields` may also override DEFAULT_LIMITS."""
+    return {"kind": kind, "timeout_s": float(timeout_s), "memory_mb": int(memory_mb), **DEFAULT_LIMITS, **fields}
+
+
 def _encode(cfg: dict) -> bytes:
     body = json.dumps(cfg).encode()
     return struct.pack(">I", len(body)) + body
@@ -216,6 +228,10 @@ class Sandbox:
             zygote.close()
             with self._lock:
                 self._started -= 1
+
+    def warm_up(self) -> None:
+        """Start every worker now (a few hundred milliseconds each, in parallel) rather than on first use."""
+        self.map([job("run", source="")] * self.workers)
 
     def run(self, cfg: dict) -> dict:
         """Run one job (see `_zygote.serve`) and return its result dict."""

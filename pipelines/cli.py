@@ -34,9 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(POSITIONAL[command], help="the run directory")
         if command == "run":
             p.add_argument("--config", dest="config_file", help="YAML or JSON file, one section per stage")
-            p.add_argument("--hostfile", dest="hostfile", help="DeepSpeed hostfile for several machines")
             cfg.add_arguments(p, cfg.RunConfig, flatten=False)
         else:
+            p.add_argument("--config", dest="config_file", help="YAML or JSON file of this stage's settings")
             cfg.add_arguments(p, module.CONFIG, skip=tuple(POSITIONAL.values()))
     data = sub.add_parser("data", help="dataset tools").add_subparsers(dest="data_command", required=True)
     imp = data.add_parser("import", help="convert a public dataset file into task records")
@@ -49,13 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_config(args: argparse.Namespace):
-    module = _module(args.module)
-    if args.module == "run":
-        config = cfg.RunConfig()
-        if args.config_file:
-            config = cfg.from_dict(cfg.RunConfig, cfg.load_file(args.config_file), args.config_file)
-        return cfg.apply_overrides(config, args)
-    return cfg.apply_overrides(module.CONFIG(), args)
+    """The stage's config: defaults, then the --config file, then the options given on the command line."""
+    kind = _module(args.module).CONFIG
+    config_file = getattr(args, "config_file", None)
+    config = cfg.from_dict(kind, cfg.load_file(config_file), config_file) if config_file else kind()
+    return cfg.apply_overrides(config, args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,7 +43,8 @@ def plan(config: cfg.RunConfig) -> dict[str, object]:
                                         sampling=dataclasses.replace(config.train.sampling))
     train_config = dataclasses.replace(config.train, model=policy, data=curate_config.output,
                                        output=str(out / "train"), metrics=str(out / "metrics.jsonl"),
-                                       algo=config.algo, heldout=config.train.heldout or tasks_heldout)
+                                       algo=config.algo, heldout=config.train.heldout or tasks_heldout,
+                                       nproc=config.nproc, hostfile=config.hostfile)
     dpo = config.train.dpo
     budget_prompts = dpo.prompts_per_round or max(1, config.train.steps * config.train.prompts_per_step
                                                   * config.train.group_size // (dpo.samples_per_prompt * dpo.dpo_rounds))
@@ -97,7 +98,7 @@ def run_stage(config: cfg.RunConfig) -> Path:
     stage("curate", curate.run_stage, steps["curate"])
     if config.algo == "dpo":
         stage("pairs", pairs.run_stage, steps["pairs"])
-    stage("train", launch_training, steps["train"], config)
+    stage("train", launch_training, steps["train"])
     stage("eval-final", eval_stage.run_stage, steps["eval_final"])
     summary = write_summary(config, steps, book)
     stage("report", report.run_stage, cfg_report(out))
@@ -123,7 +124,7 @@ def write_builtin_tasks(config: cfg.RunConfig, directory: Path) -> None:
     log.info("run: wrote %d training and %d held-out built-in tasks to %s", len(train_tasks), len(heldout), directory)
 
 
-def launch_training(train_config: cfg.TrainConfig, config: cfg.RunConfig) -> None:
+def launch_training(train_config: cfg.TrainConfig) -> None:
     train.run_stage(train_config)
 
 

@@ -245,20 +245,21 @@ class Sandbox:
         results: list[dict | None] = [None] * len(cfgs)
         width = min(workers or self.workers, self.workers, len(cfgs))
         if width <= 1:
-            self._feed(cfgs, todo, results)
+            self._feed(cfgs, todo, results, 1)
         else:
             with ThreadPoolExecutor(width) as pool:
-                for done in [pool.submit(self._feed, cfgs, todo, results) for _ in range(width)]:
+                for done in [pool.submit(self._feed, cfgs, todo, results, width) for _ in range(width)]:
                     done.result()
         return results  # type: ignore[return-value]
 
-    def _feed(self, cfgs: list[dict], todo: collections.deque, results: list) -> None:
-        """One host thread driving one worker until no job is left."""
+    def _feed(self, cfgs: list[dict], todo: collections.deque, results: list, width: int) -> None:
+        """One host thread driving one worker until no job is left. A second job is queued behind the
+        running one only while there are jobs enough for every worker, so the tail of a batch spreads."""
         zygote = self._acquire()
         inflight: collections.deque[int] = collections.deque()
         try:
             while True:
-                while len(inflight) < 2:
+                while len(inflight) < 2 and (not inflight or len(todo) >= width):
                     try:
                         i = todo.popleft()
                     except IndexError:

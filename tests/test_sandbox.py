@@ -85,6 +85,24 @@ def test_isolation_is_reported(sandbox):
         pytest.skip(f"no namespaces on this machine: {result.warning}")
 
 
+def test_workers_hold_nothing_of_the_host(sandbox):
+    """Workers are fresh interpreters, not forks of the host: no torch, no pytest, no project code."""
+    result = run(sandbox, """
+    import sys
+    host = {"torch", "numpy", "pytest", "verifiers", "reasoner", "sandbox", "pipelines"}
+    print(sorted(m for m in sys.modules if m.split(".")[0] in host))
+    """)
+    assert result.stdout == "[]\n", result
+
+
+def test_programs_run_in_parallel_on_every_worker(sandbox):
+    sandbox.warm_up()
+    t0 = time.monotonic()
+    results = sandbox.map([job("run", 5.0, 256, source="import time\ntime.sleep(0.6)")] * 2)
+    assert [r["status"] for r in results] == ["ok", "ok"]
+    assert time.monotonic() - t0 < 1.1  # side by side, not one after the other
+
+
 # -- CPU, memory, processes, output, disk ------------------------------------------------------------------
 
 

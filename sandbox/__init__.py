@@ -23,8 +23,9 @@ There is no /proc or /sys (where the host runs as root, as CI does, uid 0 would 
 owner's rights on the kernel's global settings in /proc/sys). The program is pid 1 of its namespace,
 holds no capabilities, may start threads but no processes and signal or trace nobody but itself
 (seccomp; pid_max of its namespace is the kernel's minimum as a second cap), and has limits on CPU time,
-address space, stack, file size, open files and core dumps. A wall clock kills it, and with it
-everything in its pid namespace; stdout and stderr are capped. Its only network interface is the
+address space, stack, file size, open files and core dumps. Its time limit counts CPU time, so that a
+busy machine does not turn a correct program into a timeout, and a wall clock at twice the limit ends
+one that sleeps; either kills it, and with it everything in its pid namespace; stdout and stderr are capped. Its only network interface is the
 loopback of the worker's network namespace. Network and uts namespaces are per worker, used by its
 programs one after another: a program holds no capability there and nothing of it survives its death
 there; one per program would cost about a third of the throughput.
@@ -93,5 +94,6 @@ def default_sandbox() -> Sandbox:
 
 
 def run_python(source: str, stdin: str = "", timeout_s: float = 5.0, memory_mb: int = 512) -> RunResult:
-    """Run `source` as a Python program with `stdin`; never raises on anything the program does."""
+    """Run `source` as a Python program with `stdin`; never raises on anything the program does.
+    `timeout_s` is CPU time; the wall clock stops the program at twice that whatever it is doing."""
     return RunResult.from_dict(default_sandbox().run(job("run", timeout_s, memory_mb, source=source, stdin=stdin)))

@@ -497,7 +497,7 @@ def run_tests(cfg: dict, Program) -> dict:
     completed = False
     ended = "finished"
     signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, max(0.001, prog.deadline - time.monotonic() + 0.05))
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, prog.hard_deadline - time.monotonic() + 0.05))
     try:
         try:
             hello = chan.recv()

@@ -139,7 +139,7 @@ class Zygote:
 
     def receive(self, cfg: dict) -> dict | None:
         """The result of the oldest job sent; None if the worker died or overstayed that job's limit."""
-        return self._receive(cfg["timeout_s"] + 15.0)
+        return self._receive(_zygote.WALL_FACTOR * cfg["timeout_s"] + 15.0)
 
     def _receive(self, timeout: float) -> dict | None:
         fd = self.proc.stdout.fileno()

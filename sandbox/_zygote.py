@@ -308,7 +308,10 @@ class Program:
             except BaseException:  # noqa: BLE001  (the child must never return into the zygote's loop)
                 pass
             os._exit(1)
-        self.pidfd = os.pidfd_open(self.pid)
+        try:
+            self.pidfd: int | None = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # kernels before 5.3: poll for P's exit instead
+            self.pidfd = None
         for fd in (stdin_fd, out_w, err_w):
             os.close(fd)
         self.fds = {out_r: self.out, err_r: self.err}
@@ -329,9 +332,16 @@ class Program:
                     self.kill("timeout")
                     return False
                 continue
-            watch = list(self.fds) + ([self.pidfd] if self.status is None else [])
+            waiting = self.status is None
+            watch = list(self.fds) + ([self.pidfd] if waiting and self.pidfd is not None else [])
             if until_fd is not None:
                 watch.append(until_fd)
+            if waiting and self.pidfd is None:
+                remaining = min(remaining, 0.01)
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.status = status
+                    continue
             ready, _, _ = select.select(watch, [], [], remaining)
             for fd in ready:
                 if fd == until_fd:
@@ -397,7 +407,7 @@ class Program:
             else:
                 self.status = os.waitpid(self.pid, 0)[1]
         _reap_orphans(self.namespaced)
-        for fd in list(self.fds) + [self.pidfd]:
+        for fd in list(self.fds) + ([self.pidfd] if self.pidfd is not None else []):
             os.close(fd)
         self.fds = {}
         if self.workdir:

@@ -47,7 +47,7 @@ _CONSTANTS = {"pi": sympy.pi, "E": sympy.E, "e": sympy.E, "I": sympy.I, "i": sym
 _PARSER_GLOBALS = {name: getattr(sympy, name) for name in
                    ("Integer", "Float", "Rational", "Symbol", "Function", "Add", "Mul", "Pow", "factorial")}
 _MIXED_NUMBER = re.compile(r"(?<![\w.^/*)}\\])(\d+)\s*\\frac\s*(?:\{\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(\d+)\s*\}|(\d))")
-_NUMBER_LITERAL = re.compile(r"(?<![A-Za-z_])\d*\.?\d+(?:[eE][-+]?\d+)?")
+_NUMBER_LITERAL = re.compile(r"(?<![\w.])(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _SAFE_CHARS = re.compile(r"[A-Za-z0-9_+\-*/^().!,\s]*")
 _MAX_PARSE_CHARS = 50_000
@@ -117,6 +117,8 @@ class Relation:
 
 def split_top_level(s: str, separators: tuple[str, ...]) -> list[str]:
     """Split `s` at separators that are outside every (), [], {} and `\\{ \\}` pair."""
+    if not any(sep in s for sep in separators):
+        return [s.strip()]
     parts, depth, start, i = [], 0, 0, 0
     while i < len(s):
         if s.startswith("\\{", i):
@@ -373,7 +375,8 @@ def _parse_plain(s: str) -> sympy.Expr:
 
 _MAX_NESTING = 150
 _MAX_DECIMAL_EXPONENT = 10_000  # `rationalize` turns 1e100000000 into an exact integer: refuse first
-_DECIMAL_EXPONENT = re.compile(r"(?<![A-Za-z_])\d*\.?\d+[eE]([-+]?\d{1,12})")
+# Both patterns start only at the beginning of a number, so a long run of digits is scanned once.
+_DECIMAL_EXPONENT = re.compile(r"(?<![\w.])(?:\d+(?:\.\d*)?|\.\d+)[eE]([-+]?\d{1,12})")
 
 
 def _nesting_depth(s: str) -> int:

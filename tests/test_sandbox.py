@@ -19,7 +19,7 @@ import pytest
 from sandbox import RunResult, Sandbox, job
 from verifiers.code_tests import CodeVerifier
 
-TIMEOUT = 1.0
+TIMEOUT = 0.5  # CPU seconds; the wall clock allows twice that
 QUICK = 4.0  # seconds: an attack must be over well within this
 REFERENCE = {"tests": ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]}
 WRONG = "def add(a, b):\n    return a - b\n"
@@ -174,12 +174,9 @@ def test_disk_fill(verifier, sandbox):
 def test_deep_recursion(verifier, sandbox):
     attack(verifier, "def add(a, b):\n    return add(a, b)\n")
     result = run(sandbox, """
-    import sys
+    import json, sys
     sys.setrecursionlimit(10**8)
-    nested = []
-    for _ in range(200_000):
-        nested = [nested]
-    print(len(repr(nested)))  # recursion in C: overflows the 8 MiB stack
+    json.loads("[" * 10**6 + "]" * 10**6)  # recursion in C: overflows the 8 MiB stack
     """, timeout_s=3.0)
     assert result.status == "killed" and "SIGSEGV" in result.reason
 

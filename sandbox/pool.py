@@ -263,7 +263,7 @@ class Sandbox:
     def _feed(self, cfgs: list[dict], todo: collections.deque, results: list, width: int) -> None:
         """One host thread driving one worker until no job is left. A second job is queued behind the
         running one only while there are jobs enough for every worker, so the tail of a batch spreads."""
-        zygote = self._acquire()
+        zygote: Zygote | None = self._acquire()
         inflight: collections.deque[int] = collections.deque()
         try:
             while True:
@@ -285,6 +285,7 @@ class Sandbox:
                 if not inflight:
                     if todo:  # the worker died before taking any job: get another one
                         self._release(zygote)
+                        zygote = None
                         zygote = self._acquire()
                         continue
                     return
@@ -299,13 +300,15 @@ class Sandbox:
                     inflight.clear()
                     results[head] = self._annotate(result, zygote)
                     self._release(zygote)
+                    zygote = None
                     zygote = self._acquire()
                     continue
                 results[head] = self._annotate(result, zygote)
         finally:
-            if inflight:  # an exception left results in the pipe: this worker cannot be reused
-                zygote.proc.kill()
-            self._release(zygote)
+            if zygote is not None:
+                if inflight:  # an exception left results in the pipe: this worker cannot be reused
+                    zygote.proc.kill()
+                self._release(zygote)
 
     @staticmethod
     def _annotate(result: dict, zygote: Zygote) -> dict:

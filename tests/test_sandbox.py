@@ -103,6 +103,20 @@ def test_programs_run_in_parallel_on_every_worker(sandbox):
     assert time.monotonic() - t0 < 1.1  # side by side, not one after the other
 
 
+def test_dead_workers_are_replaced(sandbox):
+    sandbox.warm_up()
+    idle = []
+    while not sandbox._idle.empty():
+        idle.append(sandbox._idle.get())
+    for zygote in idle:  # as if the OOM killer had taken every worker
+        zygote.proc.kill()
+        zygote.proc.wait()
+        sandbox._idle.put(zygote)
+    time.sleep(0.3)  # bubblewrap's children follow it
+    results = sandbox.map([job("run", 5.0, 256, source="print('back')")] * 4)
+    assert [r["stdout"] for r in results] == ["back\n"] * 4
+
+
 # -- CPU, memory, processes, output, disk ------------------------------------------------------------------
 
 

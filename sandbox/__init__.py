@@ -25,10 +25,10 @@ holds no capabilities, may start threads but no processes and signal or trace no
 (seccomp; pid_max of its namespace is the kernel's minimum as a second cap), and has limits on CPU time,
 address space, stack, file size, open files and core dumps. Its time limit counts CPU time, so that a
 busy machine does not turn a correct program into a timeout, and a wall clock at twice the limit ends
-one that sleeps; either kills it, and with it everything in its pid namespace; stdout and stderr are capped. Its only network interface is the
-loopback of the worker's network namespace. Network and uts namespaces are per worker, used by its
-programs one after another: a program holds no capability there and nothing of it survives its death
-there; one per program would cost about a third of the throughput.
+one that sleeps; either kills it, and with it everything in its pid namespace. Stdout and stderr are
+capped. Its only network interface is the loopback of the worker's network namespace. Network and uts
+namespaces are per worker, used by its programs one after another: a program holds no capability there
+and nothing of it survives its death there; one per program would cost about a third of the throughput.
 
 Against (2), test code never runs in the program's interpreter. The worker, a separate trusted process,
 executes the tests and calls the program's functions through a pipe; what comes back is decoded as plain
@@ -44,11 +44,11 @@ it was shown). Tests that observe mutation of their arguments see copies, becaus
 by value. Where user namespaces or bubblewrap are unavailable the sandbox still runs programs with the
 resource limits, seccomp, a process-group kill and a subreaper that reaps escaped daemons, as user
 nobody where the host is root (or as root without capabilities where the Python installation is private
-to root), but without filesystem, network or process isolation; it says so in a `RuntimeWarning` and in every result's
-`isolation` and `warning` fields.
+to root), but without filesystem, network or process isolation; it says so in a `RuntimeWarning` and
+in every result's `isolation` and `warning` fields.
 
 Layout: `pool.py` (host side: starts and feeds the workers), `_zygote.py` (the worker: confinement,
-output capture, wall clock), `_rpc.py` (unit-test jobs: the pipe between tests and program).
+output capture, time limits), `_rpc.py` (unit-test jobs: the pipe between tests and program).
 """
 
 from __future__ import annotations

@@ -374,6 +374,7 @@ def _parse_plain(s: str) -> sympy.Expr:
 
 
 _MAX_NESTING = 150
+_MAX_LATEX_FALLBACK_CHARS = 300
 _MAX_DECIMAL_EXPONENT = 10_000  # `rationalize` turns 1e100000000 into an exact integer: refuse first
 # Both patterns start only at the beginning of a number, so a long run of digits is scanned once.
 _DECIMAL_EXPONENT = re.compile(r"(?<![\w.])(?:\d+(?:\.\d*)?|\.\d+)[eE]([-+]?\d{1,12})")
@@ -418,7 +419,13 @@ except ImportError:  # pragma: no cover - older sympy keeps it in tokenize
 
 
 def _parse_latex(s: str) -> sympy.Expr:
-    """Full LaTeX through latex2sympy2_extended, for what the plain-text rewrite does not cover."""
+    """Full LaTeX through latex2sympy2_extended, for what the plain-text rewrite does not cover.
+
+    Only for short strings: its parser can take minutes on a few thousand characters of malformed
+    LaTeX, and the answers that need it (absolute values, logs with bases, odd commands) are short.
+    """
+    if len(s) > _MAX_LATEX_FALLBACK_CHARS:
+        raise ParseError(f"LaTeX outside the common subset, {len(s)} characters long")
     from latex2sympy2_extended import latex2sympy
     from latex2sympy2_extended.latex2sympy2 import ConversionConfig
     from latex2sympy2_extended.math_normalization import NormalizationConfig

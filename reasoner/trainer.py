@@ -3,7 +3,9 @@
 One step: draw `prompts_per_step` tasks, sample `group_size` responses each with the current policy,
 verify them, turn rewards into advantages, and take one optimiser step (or `epochs_per_batch` of them
 over micro-batches). Everything a step needs is derived from (seed, step), so a resumed run replays the
-same prompts and samples it would have without the interruption.
+same prompts and samples it would have without the interruption. Prompts come from a `PromptPool`
+(data/online.py): all-equal groups are replaced by fresh prompts, solved prompts retire and are
+re-estimated every `reestimate_every` steps (reasoner/online.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from data.online import PromptPool
 from data.records import Task
 from reasoner.alarms import AlarmMonitor
 from reasoner.algorithms.common import KL_ESTIMATORS, TRUNCATION, BatchSizes, kl_penalised_rewards
@@ -29,36 +32,10 @@ from reasoner.config import TrainConfig, to_dict
 from reasoner.generation import SamplingParams, make_generator
 from reasoner.loggers import ScalarLoggers
 from reasoner.metrics import MetricsWriter, length_stats, progress
+from reasoner.online import curate_step, reestimate_retired
 from reasoner.rollout import Rollout, encode_prompts, micro_batches, pad_batch, response_logprobs, verify_groups
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TaskSampler:
-    """Endless shuffled passes over the tasks; (epoch, position) is the whole state."""
-
-    tasks: list[Task]
-    seed: int
-    epoch: int = 0
-    position: int = 0
-
-    def _order(self) -> list[int]:
-        return random.Random(f"{self.seed}/{self.epoch}").sample(range(len(self.tasks)), len(self.tasks))
-
-    def next(self, count: int) -> list[Task]:
-        picked = []
-        order = self._order()
-        while len(picked) < count:
-            if self.position >= len(order):
-                self.epoch, self.position = self.epoch + 1, 0
-                order = self._order()
-            picked.append(self.tasks[order[self.position]])
-            self.position += 1
-        return picked
-
-    def state(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position}
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -92,7 +69,7 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
     metrics = MetricsWriter(Path(config.metrics or output / "metrics.jsonl"))
     torch.manual_seed(config.seed + rank)
     algorithm = algorithm or Algorithm(update=grpo_update)
-    sampler = TaskSampler(tasks, config.seed)
+    sampler = PromptPool(tasks, config.seed, config.retire_solved)  # online curation: data/online.py
     start_step = 0
     checkpoint = latest_checkpoint(checkpoints)
     if checkpoint is not None:
@@ -103,7 +80,8 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, engine)
         algorithm.load(checkpoint)
-        start_step, sampler.epoch, sampler.position = state["step"], state["epoch"], state["position"]
+        start_step = state["step"]
+        sampler.load_state(state)
         log.info("train: resuming from %s (step %d)", checkpoint, start_step)
     if distributed.is_main():
         truncate_metrics(metrics.path, start_step)
@@ -121,13 +99,17 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
                    total=config.steps, disable=not distributed.is_main())
     for step in bar:
         t0 = time.time()
-        batch_tasks = sampler.next(config.prompts_per_step)[rank::world]  # the same draw on every rank
         params = SamplingParams(config.sampling.max_new_tokens, config.sampling.temperature, config.sampling.top_p,
                                 step_seed(config.seed, step) + rank)
+        pool_stats = {}
+        if config.reestimate_every > 0 and step > 0 and step % config.reestimate_every == 0:
+            pool_stats = reestimate_retired(config, generator, model, sampler, step, params)
+        batch_tasks = sampler.next(config.prompts_per_step)[rank::world]  # the same draw on every rank
         with distributed.gathered_parameters(model, config.zero_stage):
             groups = generator.generate([t.prompt for t in batch_tasks], config.group_size, params)
         t_generate = time.time()
         rollout = verify_groups(batch_tasks, groups)
+        rollout, curation = curate_step(config, generator, model, sampler, rollout, step, params)
         t_verify = time.time()
         stats = algorithm.update(config, model, reference, tokenizer, engine, rollout)
         engine.schedule()
@@ -135,7 +117,7 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
         t_train = time.time()
 
         everyone = merge_rollouts(distributed.all_gather_objects(rollout))
-        record = {"step": step, **step_metrics(everyone), **stats, "lr": engine.lr}
+        record = {"step": step, **step_metrics(everyone), **curation, **pool_stats, **stats, "lr": engine.lr}
         if len(baseline) < baseline_steps:
             baseline.append(record["response_length_mean"])
         record["length_drift"] = record["response_length_mean"] / max(1e-9, float(np.mean(baseline))) - 1.0

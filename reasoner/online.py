@@ -1,0 +1,90 @@
+"""Online curation in the training loop: dynamic sampling and re-estimating retired prompts.
+
+The pool itself (which prompts are drawn, which retired, the state saved in checkpoints) is
+`data.online.PromptPool`; this module does the generation and verification it needs. Whatever changes the
+pool is gathered from every rank first and applied in rank order, so the pool stays identical on all ranks.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from data.online import PromptPool, refill_plan
+from reasoner import distributed
+from reasoner.generation import SamplingParams
+from reasoner.rollout import Rollout, verify_groups
+
+ROUND_SEED_STRIDE = 104_729  # a refill round's sampling seed: the step's seed plus round x this
+
+
+def group_results(rollout: Rollout | None) -> list[tuple[str, int, int]]:
+    """(task id, correct, samples) of each group."""
+    if rollout is None:
+        return []
+    n = rollout.group_size
+    return [(t.id, sum(v.correct for v in rollout.verdicts[g * n:(g + 1) * n]), n) for g, t in enumerate(rollout.tasks)]
+
+
+def gathered_results(rollout: Rollout | None) -> list[tuple[str, int, int]]:
+    """`group_results` of every rank, in rank order (the same list on every rank)."""
+    return [row for part in distributed.all_gather_objects(group_results(rollout)) for row in part]
+
+
+def sample_groups(config, generator, model, tasks, n: int, params: SamplingParams) -> Rollout | None:
+    """Generate and verify n samples per task. Every rank calls it (ZeRO-3 gathers weights collectively),
+    with or without tasks of its own."""
+    with distributed.gathered_parameters(model, config.zero_stage):
+        groups = generator.generate([t.prompt for t in tasks], n, params) if tasks else []
+    return verify_groups(tasks, groups) if tasks else None
+
+
+def replace_groups(rollout: Rollout, fresh: Rollout, slots: list[int]) -> Rollout:
+    """The rollout with group slots[j] replaced by fresh group j."""
+    n = rollout.group_size
+    tasks, samples, verdicts = list(rollout.tasks), list(rollout.samples), list(rollout.verdicts)
+    for j, g in enumerate(slots):
+        tasks[g] = fresh.tasks[j]
+        samples[g * n:(g + 1) * n] = fresh.samples[j * n:(j + 1) * n]
+        verdicts[g * n:(g + 1) * n] = fresh.verdicts[j * n:(j + 1) * n]
+    return Rollout(tasks, samples, verdicts, n)
+
+
+def curate_step(config, generator, model, pool: PromptPool, rollout: Rollout, step: int,
+                params: SamplingParams) -> tuple[Rollout, dict]:
+    """Track pass rates and retire solved prompts from this step's groups, then replace all-equal groups by
+    groups for fresh prompts, for up to `dynamic_sampling_rounds` rounds. Returns the rollout to train on."""
+    rank, world = distributed.rank(), distributed.world_size()
+    retired = pool.observe(gathered_results(rollout), step)
+    refills = 0
+    first_equal = None
+    for round_ in range(1, config.dynamic_sampling_rounds + 2):
+        equal = (rollout.rewards.std(dim=-1) == 0).tolist()
+        equal_by_rank = distributed.all_gather_objects(equal)
+        count = sum(sum(flags) for flags in equal_by_rank)
+        if first_equal is None:
+            first_equal = count / max(1, sum(len(flags) for flags in equal_by_rank))
+        if count == 0 or round_ > config.dynamic_sampling_rounds:
+            break
+        plan = refill_plan(equal_by_rank, pool.next(count))[rank]
+        slots = sorted(plan)
+        round_params = SamplingParams(params.max_new_tokens, params.temperature, params.top_p,
+                                      params.seed + round_ * ROUND_SEED_STRIDE)
+        fresh = sample_groups(config, generator, model, [plan[g] for g in slots], config.group_size, round_params)
+        retired += pool.observe(gathered_results(fresh), step)
+        if fresh is not None:
+            rollout = replace_groups(rollout, fresh, slots)
+        refills += count
+    return rollout, {"dynamic_refills": refills, "equal_reward_groups_drawn": first_equal, "pool_retired_now": retired,
+                     "pool_active": pool.active, "pool_retired": len(pool.retired)}
+
+
+@torch.no_grad()
+def reestimate_retired(config, generator, model, pool: PromptPool, step: int, params: SamplingParams) -> dict:
+    """A few fresh samples of the retired prompts checked longest ago; those below `return_below` return."""
+    due = pool.due_for_check(config.reestimate_prompts)
+    if not due:
+        return {}
+    rank, world = distributed.rank(), distributed.world_size()
+    fresh = sample_groups(config, generator, model, due[rank::world], config.reestimate_samples, params)
+    returned = pool.reestimate(gathered_results(fresh), config.return_below, step)
+    return {"pool_reestimated": len(due), "pool_returned": returned}

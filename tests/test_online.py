@@ -1,0 +1,154 @@
+"""Online curation: the prompt pool (retire, return, state), the refill plan across ranks, dynamic sampling
+with a scripted generator, and a short training run whose pool state survives a resume."""
+
+import json
+import random
+from dataclasses import dataclass
+
+import pytest
+
+from data.online import PromptPool, refill_plan
+from data.records import Task
+from reasoner.config import TrainConfig
+from reasoner.generation import Sample, SamplingParams
+from reasoner.online import curate_step, reestimate_retired
+from reasoner.rollout import verify_groups
+
+
+def _tasks(count: int) -> list[Task]:
+    return [Task(f"t{i}", f"p{i}", "math", "1") for i in range(count)]
+
+
+def test_pool_without_retirement_is_a_plain_shuffled_pass():
+    tasks = _tasks(5)
+    pool = PromptPool(tasks, seed=3, retire_solved=False)
+    drawn = [t.id for t in pool.next(12)]
+    epoch0 = [tasks[i].id for i in random.Random("3/0").sample(range(5), 5)]
+    epoch1 = [tasks[i].id for i in random.Random("3/1").sample(range(5), 5)]
+    epoch2 = [tasks[i].id for i in random.Random("3/2").sample(range(5), 5)]
+    assert drawn == epoch0 + epoch1 + epoch2[:2]
+    assert (pool.epoch, pool.position) == (2, 2)
+
+
+def test_all_correct_group_retires_and_is_not_drawn_again():
+    pool = PromptPool(_tasks(4), seed=0)
+    assert pool.observe([("t1", 4, 4), ("t2", 0, 4), ("t3", 2, 4)], step=7) == 1
+    assert pool.retired == {"t1": 7} and pool.active == 3
+    assert pool.pass_rates["t3"] == [2, 4]
+    assert "t1" not in {t.id for t in pool.next(20)}
+
+
+def test_every_task_retired_falls_back_to_drawing_all():
+    pool = PromptPool(_tasks(2), seed=0)
+    pool.observe([("t0", 2, 2), ("t1", 2, 2)], step=0)
+    assert len(pool.next(3)) == 3
+
+
+def test_reestimate_returns_those_below_the_threshold_and_rechecks_the_oldest_first():
+    pool = PromptPool(_tasks(4), seed=0)
+    pool.observe([("t0", 4, 4)], step=1)
+    pool.observe([("t1", 4, 4), ("t2", 4, 4)], step=2)
+    assert [t.id for t in pool.due_for_check(2)] == ["t0", "t1"]
+    returned = pool.reestimate([("t0", 2, 4), ("t1", 4, 4)], return_below=0.9, step=10)
+    assert returned == 1
+    assert pool.retired == {"t1": 10, "t2": 2}
+    assert [t.id for t in pool.due_for_check(5)] == ["t2", "t1"]
+
+
+def test_state_round_trips_through_json_and_draws_the_same():
+    pool = PromptPool(_tasks(9), seed=1)
+    pool.next(4)
+    pool.observe([("t2", 3, 3), ("t5", 1, 3)], step=2)
+    restored = PromptPool(_tasks(9), seed=1)
+    restored.load_state(json.loads(json.dumps({"step": 3, **pool.state()})))
+    assert restored.retired == pool.retired and restored.pass_rates == pool.pass_rates
+    assert [t.id for t in restored.next(11)] == [t.id for t in pool.next(11)]
+
+
+def test_old_checkpoint_state_without_pool_loads():
+    pool = PromptPool(_tasks(3), seed=0)
+    pool.load_state({"step": 5, "epoch": 2, "position": 1})
+    assert (pool.epoch, pool.position, pool.retired) == (2, 1, {})
+
+
+def test_refill_plan_follows_the_rank_stride():
+    a, b, c = _tasks(3)
+    # world 2: rank 0 holds global groups 0, 2, 4; rank 1 holds 1, 3, 5. Equal: global 1, 2 and 5.
+    plan = refill_plan([[False, True, False], [True, False, True]], [a, b, c])
+    assert plan == {0: {1: b}, 1: {0: a, 2: c}}
+
+
+@dataclass
+class ScriptedGenerator:
+    """Answers prompt p with `\\boxed{1}` in the first `right[p]` of its n samples, else `\\boxed{0}`."""
+
+    right: dict[str, int]
+
+    def generate(self, prompts, n, params):
+        return [[Sample([1], "\\boxed{1}" if i < self.right[p] else "\\boxed{0}", [0.0], "stop") for i in range(n)]
+                for p in prompts]
+
+
+def test_dynamic_sampling_replaces_equal_groups_and_retires_solved():
+    tasks = _tasks(8)
+    # p0..p3: always right (retire), p4, p5: never right, p6, p7: half right.
+    generator = ScriptedGenerator({f"p{i}": [4, 4, 4, 4, 0, 0, 2, 2][i] for i in range(8)})
+    config = TrainConfig(group_size=4, dynamic_sampling_rounds=2)
+    pool = PromptPool(tasks, seed=0)
+    first = [tasks[0], tasks[4], tasks[6]]
+    rollout = verify_groups(first, generator.generate([t.prompt for t in first], 4, None))
+    params = SamplingParams(8, 1.0, 1.0, 0)
+    rollout, stats = curate_step(config, generator, None, pool, rollout, step=0, params=params)
+    assert stats["equal_reward_groups_drawn"] == pytest.approx(2 / 3)
+    assert stats["dynamic_refills"] >= 2
+    assert len(rollout.tasks) == 3 and rollout.tasks[2] is tasks[6]
+    assert "t0" in pool.retired and "t4" not in pool.retired
+    assert stats["pool_retired"] == len(pool.retired) and stats["pool_active"] == 8 - len(pool.retired)
+    # Every draw skips retired prompts, so refills never bring back t0.
+    assert "t0" not in {t.id for t in rollout.tasks}
+
+
+def test_dynamic_sampling_off_changes_nothing():
+    tasks = _tasks(2)
+    generator = ScriptedGenerator({"p0": 4, "p1": 0})
+    pool = PromptPool(tasks, seed=0)
+    rollout = verify_groups(tasks, generator.generate(["p0", "p1"], 4, None))
+    out, stats = curate_step(TrainConfig(group_size=4, dynamic_sampling_rounds=0), generator, None, pool, rollout, 0,
+                             SamplingParams(8, 1.0, 1.0, 0))
+    assert out.tasks == tasks and stats["dynamic_refills"] == 0 and stats["equal_reward_groups_drawn"] == 1.0
+
+
+def test_reestimate_retired_brings_back_what_the_policy_now_fails():
+    tasks = _tasks(3)
+    pool = PromptPool(tasks, seed=0)
+    pool.observe([("t0", 4, 4), ("t1", 4, 4)], step=0)
+    generator = ScriptedGenerator({"p0": 1, "p1": 4})  # the policy forgot t0
+    stats = reestimate_retired(TrainConfig(reestimate_samples=4), generator, None, pool, 25,
+                               SamplingParams(8, 1.0, 1.0, 0))
+    assert stats == {"pool_reestimated": 2, "pool_returned": 1}
+    assert pool.retired == {"t1": 25} and pool.pass_rates["t0"] == [1, 4]
+
+
+def test_training_records_pool_metrics_and_resumes_the_pool(micro_model, tmp_path):
+    from reasoner.modeling import load_model, load_tokenizer
+    from reasoner.trainer import train
+
+    tasks = [Task(f"m{i}", f"What is {i} + {i}?", "math", str(2 * i)) for i in range(12)]
+
+    def run(steps: int, output):
+        config = TrainConfig(model=str(micro_model), output=str(output), steps=steps, prompts_per_step=2,
+                             group_size=2, checkpoint_every=2, reestimate_every=2, tensorboard=False,
+                             dynamic_sampling_rounds=1)
+        config.sampling.max_new_tokens = 4
+        train(config, load_model(str(micro_model)), load_tokenizer(str(micro_model)), tasks)
+        return [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+
+    straight = run(4, tmp_path / "a")
+    assert all({"dynamic_refills", "pool_active", "pool_retired"} <= set(m) for m in straight)
+    assert "pool_reestimated" not in straight[1] or straight[1]["pool_reestimated"] >= 0
+    run(2, tmp_path / "b")
+    resumed = run(4, tmp_path / "b")
+    keys = ("dynamic_refills", "pool_active", "pool_retired", "reward_mean")
+    assert [[m[k] for k in keys] for m in resumed] == [[m[k] for k in keys] for m in straight]
+    state = json.loads((tmp_path / "b" / "checkpoints" / "step-000004" / "trainer_state.json").read_text())
+    assert set(state["pool"]) == {"pass_rates", "retired"}

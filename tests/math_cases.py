@@ -428,6 +428,10 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("204_5", "204_5", True),
         ("4343_6", "4343_6", True),
         ("4344_6", "4343_6", False),
+        ("a_1", "a_1", True),
+        ("a_{1}", "a_1", True),
+        ("a_2", "a_1", False),
+        ("1011_2", "1011_{2}", True),
     ],
     "tiny and huge numbers": [
         ("0.0001", "0.0002", False),

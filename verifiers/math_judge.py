@@ -22,7 +22,8 @@ from verifiers.math_numbers import format_rational, parse_rational
 
 _LABELLED_CHOICE = re.compile(r"\(([A-E])\)\s+\S")
 _ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?=[^=]*$)")
-_BASE_NUMBER = re.compile(r"([0-9A-Za-z]+)_\{?(\d+)\}?")
+# digits (at least one a decimal digit, so `a_1` stays a variable) in a base from 2 to 36
+_BASE_NUMBER = re.compile(r"(?=[^_]*\d)([0-9A-Za-z]+)_\{?([2-9]|[12]\d|3[0-6])\}?")
 
 
 def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:

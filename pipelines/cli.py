@@ -41,9 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
     data = sub.add_parser("data", help="dataset tools").add_subparsers(dest="data_command", required=True)
     imp = data.add_parser("import", help="convert a public dataset file into task records")
     imp.add_argument("input", help="input file")
-    imp.add_argument("--format", required=True, choices=["gsm8k", "math", "humaneval", "mbpp"])
+    imp.add_argument("--format", required=True,
+                     choices=["gsm8k", "math", "humaneval", "mbpp", "jsonl", "parquet", "csv", "hub"])
     imp.add_argument("--output", required=True)
+    cfg.add_arguments(imp, _module("data_import").CONFIG, skip=("format", "input", "output"))
     imp.set_defaults(module="data_import")
+    check = data.add_parser("check", help=_module("data_check").HELP)
+    cfg.add_arguments(check, _module("data_check").CONFIG)
+    check.set_defaults(module="data_check")
     sub.add_parser("verifiers", help="list registered verifier names").set_defaults(module=None)
     return parser
 

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from data.pairs import pair_records, pair_summary
 from data.records import Task, write_jsonl
-from reasoner.algorithms.dpo import preference_loss
+from reasoner.algorithms.dpo import chosen_nll, preference_loss
 from reasoner import distributed
 from reasoner.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, truncate_metrics
 from reasoner.config import TrainConfig
@@ -156,6 +156,9 @@ def dpo_step(config: TrainConfig, model, tokenizer, engine, pairs: list[dict], r
     p = len(pairs)
     loss, stats = preference_loss(policy[:p], policy[p:], ref[:, 0], ref[:, 1], config.dpo.dpo_beta,
                                   config.dpo.dpo_loss, config.dpo.label_smoothing)
+    stats["nll"] = chosen_nll(policy[:p].detach(), mask[:p].sum(-1))
+    if config.dpo.nll_coef:
+        loss = loss + config.dpo.nll_coef * chosen_nll(policy[:p], mask[:p].sum(-1))
     engine.backward(loss, last=True)
     grad_norm = engine.step()
     lengths = mask.sum(-1).numpy()

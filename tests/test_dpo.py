@@ -88,3 +88,10 @@ def test_dpo_trainer_smoke_offline_round_then_online_round(micro_model, tmp_path
     train_dpo(config, model, tokenizer, tasks)
     assert (tmp_path / "train" / "round-1" / "pairs.jsonl").is_file()
     assert (tmp_path / "train" / "checkpoints" / "step-000002").is_dir()
+
+
+def test_chosen_nll_is_the_per_token_negative_log_likelihood():
+    from reasoner.algorithms.dpo import chosen_nll
+
+    # -(-6 / 3 + -2 / 4) / 2 = (2 + 0.5) / 2
+    torch.testing.assert_close(chosen_nll(torch.tensor([-6.0, -2.0]), torch.tensor([3.0, 4.0])), torch.tensor(1.25))

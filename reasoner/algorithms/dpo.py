@@ -5,7 +5,10 @@ With h = (log pi(y_w) - log ref(y_w)) - (log pi(y_l) - log ref(y_l)):
 - DPO:  -log sigmoid(beta * h), optionally with label smoothing eps (the "conservative DPO" of the
   authors' code): -(1 - eps) log sigmoid(beta h) - eps log sigmoid(-beta h);
 - IPO:  (h - 1 / (2 beta))^2, with h from sums as in the paper. TRL averages log-probs over tokens
-  for IPO instead; we keep the paper's sums so that both losses see the same h.
+  for IPO instead; we keep the paper's sums so that both losses see the same h;
+- optionally plus alpha times the length-normalised NLL of the chosen answer (Iterative RPO, Pang et al.
+  2024, which pairs verified right and wrong reasoning as we do): plain DPO tends to lower the
+  likelihood of both answers, and sampling from the policy then gets worse, not better.
 In our pipeline the pairs are verified: chosen is a sample the verifier accepted, rejected one it did not.
 """
 
@@ -32,6 +35,11 @@ def ipo_loss(h: torch.Tensor, beta: float, label_smoothing: float = 0.0) -> torc
 
 
 PREFERENCE_LOSSES = {"sigmoid": dpo_sigmoid_loss, "ipo": ipo_loss}
+
+
+def chosen_nll(policy_chosen: torch.Tensor, chosen_lengths: torch.Tensor) -> torch.Tensor:
+    """Mean over pairs of -log pi(y_w) / |y_w|: the RPO term, [P], [P] -> scalar."""
+    return -(policy_chosen / chosen_lengths.clamp(min=1)).mean()
 
 
 def preference_loss(

@@ -33,6 +33,8 @@ from verifiers.math_normalise import Answer, normalise
 from verifiers.math_worker import WorkerPool
 
 _POOL_LOCK = threading.Lock()
+_WARM_LOCK = threading.Lock()
+_WARMED: set[int] = set()  # process ids whose parsers are imported and exercised
 _MAX_ANSWER_CHARS = 50_000  # longer "answers" are not answers; refusing them keeps normalising cheap
 _SHOWN_CHARS = 60
 
@@ -63,6 +65,10 @@ class MathVerifier(Verifier):
     def __init__(self, timeout_s: float = 2.0, max_workers: int | None = None):
         self.timeout_s = float(timeout_s)
         self.max_workers = max_workers or max(4, _cores())
+        if os.getpid() not in _WARMED:
+            # Importing sympy and the LaTeX parser takes a second or two: start now, in the
+            # background, so that the first pair needing them does not wait for it.
+            threading.Thread(target=_warm_up, name="math-verifier-warm-up", daemon=True).start()
 
     def verify(self, response: str, reference) -> Verdict:
         return self.verify_batch([(response, reference)])[0]
@@ -115,10 +121,10 @@ class MathVerifier(Verifier):
         return None, (extracted, answer, ref)
 
     def _pool(self) -> WorkerPool:
+        _warm_up()  # workers are forked from this process: it must hold warm parsers first
         with _POOL_LOCK:
             pool = MathVerifier._pools.get(os.getpid())
             if pool is None:
-                _warm_up()
                 pool = MathVerifier._pools[os.getpid()] = WorkerPool(judge_with_sympy, self.max_workers)
         return pool
 
@@ -132,9 +138,17 @@ def _cores() -> int:
 
 
 def _warm_up() -> None:
-    """Import and exercise the parsers once before forking, so every worker starts warm."""
-    try:
-        judge_with_sympy(normalise("\\frac{\\sqrt{2}}{2} + x"), normalise("x + 1/\\sqrt{2}"))
-        judge_with_sympy(normalise("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"), normalise("|x|"))
-    except Exception:  # noqa: BLE001  warming is an optimisation; the workers will report real errors
-        pass
+    """Import and exercise the parsers once per process before forking, so every worker starts warm.
+
+    Idempotent and thread-safe: a caller that needs the workers waits here for a warm-up that a
+    background thread has already begun.
+    """
+    with _WARM_LOCK:
+        if os.getpid() in _WARMED:
+            return
+        try:
+            judge_with_sympy(normalise("\\frac{\\sqrt{2}}{2} + x"), normalise("x + 1/\\sqrt{2}"))
+            judge_with_sympy(normalise("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"), normalise("|x|"))
+        except Exception:  # noqa: BLE001  warming is an optimisation; the workers will report real errors
+            pass
+        _WARMED.add(os.getpid())

@@ -177,7 +177,11 @@ class WorkerPool:
                     if now >= deadline:
                         del busy[conn]
                         results[i] = ("timeout", None)
-                        self._replace(worker, free)
+                        worker.kill()
+                        if pending:
+                            self._replace_killed(free)
+                        else:  # nothing left to run: the next call forks a replacement, not this one
+                            self._forget_one()
         finally:
             for worker, _, _ in busy.values():  # interrupted mid-batch: their replies would be stale
                 worker.kill()
@@ -212,6 +216,9 @@ class WorkerPool:
     def _replace(self, worker: _Worker, free: list[_Worker]) -> None:
         """Kill `worker` and put a fresh one in `free`, or shrink the pool if none can be started."""
         worker.kill()
+        self._replace_killed(free)
+
+    def _replace_killed(self, free: list[_Worker]) -> None:
         try:
             free.append(self._new_worker())
         except OSError:

@@ -1,17 +1,23 @@
-"""`reasoner eval`: n samples per task, verified, and the unbiased pass@k (CONTRACT report format)."""
+"""`reasoner eval`: n samples per task, verified, and the unbiased pass@k (CONTRACT report format).
+
+With `--responses FILE` it scores given responses (one `{"id", "response"}` per line, any number per
+task) instead of sampling a model: the same report from outside generations, or from reference answers.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from pathlib import Path
 
 import torch
 
-from data.records import read_tasks, write_json, write_jsonl
+import verifiers
+from data.records import DataError, Task, iter_jsonl, read_tasks, require, write_json, write_jsonl
 from pipelines.common import save_stage_config
 from reasoner.config import EvalConfig
-from reasoner.evaluation import sample_and_verify, sample_records, summarise
-from reasoner.generation import SamplingParams, make_generator
+from reasoner.evaluation import TaskResult, sample_and_verify, sample_records, summarise
+from reasoner.generation import Sample, SamplingParams, make_generator
 from reasoner.modeling import load_model, load_tokenizer
 
 HELP = "sample N completions per task and report unbiased pass@k"
@@ -29,22 +35,45 @@ def parse_ks(text: str, n: int) -> list[int]:
     return ks
 
 
+def given_responses(path: str, tasks: list[Task]) -> list[TaskResult]:
+    """The responses in `path` verified against their tasks (the tasks that have responses, in file order)."""
+    by_id: dict[str, list[str]] = defaultdict(list)
+    known = {t.id for t in tasks}
+    for lineno, row in iter_jsonl(path):
+        require(row, ("id", "response"), f"{path}:{lineno}")
+        if str(row["id"]) not in known:
+            raise DataError(f"{path}:{lineno}: field 'id': no task {row['id']!r} in the data")
+        by_id[str(row["id"])].append(str(row["response"]))
+    chosen = [t for t in tasks if t.id in by_id]
+    verdicts = iter(verifiers.verify_many([(t.verifier, r, t.reference) for t in chosen for r in by_id[t.id]]))
+    return [TaskResult(t, [Sample([], r, [], "stop") for r in by_id[t.id]], [next(verdicts) for _ in by_id[t.id]])
+            for t in chosen]
+
+
 def run_stage(config: EvalConfig) -> dict:
-    if not (config.model and config.data and config.output):
-        raise ValueError("eval: --model, --data and --output are required")
-    ks = parse_ks(config.k, config.n)
+    if not ((config.model or config.responses) and config.data and config.output):
+        raise ValueError("eval: --model (or --responses), --data and --output are required")
     tasks = read_tasks(config.data)
     output = Path(config.output)
-    tokenizer, model = load_tokenizer(config.model), load_model(config.model)
+    if config.responses:
+        results = given_responses(config.responses, tasks)
+        if not results:
+            raise DataError(f"{config.responses}: no responses")
+        ks = parse_ks(config.k, min(r.n for r in results))
+        log.info("eval: %d responses to %d of %d tasks from %s, k=%s", sum(r.n for r in results), len(results),
+                 len(tasks), config.responses, ks)
+    else:
+        ks = parse_ks(config.k, config.n)
+        tokenizer, model = load_tokenizer(config.model), load_model(config.model)
+        log.info("eval: %s on %d tasks, n=%d, k=%s", config.model, len(tasks), config.n, ks)
+        generator = make_generator(config.backend, model, tokenizer)
+        params = SamplingParams(config.sampling.max_new_tokens, config.sampling.temperature, config.sampling.top_p,
+                                config.seed)
+        torch.manual_seed(config.seed)
+        results = sample_and_verify(generator, tasks, config.n, params, desc="eval")
     save_stage_config(config, output.parent, output.stem + ".config.json")
-    log.info("eval: %s on %d tasks, n=%d, k=%s", config.model, len(tasks), config.n, ks)
-    generator = make_generator(config.backend, model, tokenizer)
-    params = SamplingParams(config.sampling.max_new_tokens, config.sampling.temperature, config.sampling.top_p,
-                            config.seed)
-    torch.manual_seed(config.seed)
-    results = sample_and_verify(generator, tasks, config.n, params, desc="eval")
     report = summarise(results, ks)
-    report["model"] = str(config.model)
+    report["model"] = str(config.model or config.responses)
     write_jsonl(output.with_name(output.stem + ".samples.jsonl"), sample_records(results))
     write_json(output, report)
     overall = " ".join(f"{k}={v:.3f}" for k, v in report["overall"].items() if k.startswith("pass@") and "ci" not in k)

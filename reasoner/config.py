@@ -86,6 +86,7 @@ class EvalConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     seed: int = opt(1234, "sampling seed")
     backend: str = opt("hf", "generation backend: hf or vllm")
+    responses: str = opt("", "score these responses (JSONL: id, response per line) instead of sampling --model")
 
 
 @dataclass

@@ -1,0 +1,42 @@
+"""The public files in ../shared/data import with `reasoner data import`, and their reference answers, given
+to `reasoner eval --responses` as the responses, score pass@1 = 1.0 (math as `\\boxed{answer}`, code as the
+canonical solution)."""
+
+import json
+
+import pytest
+
+from data.records import read_tasks
+from pipelines.cli import main
+
+
+def _import_and_score(shared_data, tmp_path, fmt, name, response):
+    tasks_path, responses, report_path = tmp_path / "tasks.jsonl", tmp_path / "responses.jsonl", tmp_path / "r.json"
+    assert main(["data", "import", "--format", fmt, str(shared_data / name), "--output", str(tasks_path)]) == 0
+    tasks = read_tasks(tasks_path)
+    responses.write_text("".join(json.dumps({"id": t.id, "response": response(t)}) + "\n" for t in tasks))
+    assert main(["eval", "--data", str(tasks_path), "--responses", str(responses), "--k", "1",
+                 "--output", str(report_path)]) == 0
+    report = json.loads(report_path.read_text())
+    wrong = [(row["id"], row["c"]) for row in report["tasks"] if row["c"] != row["n"]]
+    return tasks, report, wrong
+
+
+@pytest.mark.parametrize("fmt, name, count", [("gsm8k", "gsm8k_test.jsonl", 1319), ("math", "math500_test.jsonl", 500)])
+def test_math_references_score_pass_at_1_of_one(shared_data, tmp_path, fmt, name, count):
+    tasks, report, wrong = _import_and_score(shared_data, tmp_path, fmt, name,
+                                             lambda t: f"So the answer is \\boxed{{{t.reference}}}.")
+    assert len(tasks) == count and report["overall"]["tasks"] == count
+    assert wrong == [] and report["overall"]["pass@1"] == 1.0
+    if fmt == "math":
+        assert set(report["by"]) >= {"family", "subject", "level"}
+        assert all(agg["pass@1"] == 1.0 for agg in report["by"]["level"].values())
+    samples = (tmp_path / "r.samples.jsonl").read_text().splitlines()
+    assert len(samples) == count and all(json.loads(line)["correct"] for line in samples)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt, name, count", [("humaneval", "humaneval.jsonl", 164), ("mbpp", "mbpp.jsonl", 974)])
+def test_code_canonical_solutions_score_pass_at_1_of_one(shared_data, tmp_path, fmt, name, count):
+    tasks, report, wrong = _import_and_score(shared_data, tmp_path, fmt, name, lambda t: t.meta["solution"])
+    assert len(tasks) == count and wrong == [] and report["overall"]["pass@1"] == 1.0

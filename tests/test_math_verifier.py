@@ -339,3 +339,23 @@ def test_many_threads_on_slow_inputs_each_return_within_the_bound():
         t.join(timeout=20)
     assert all(v.timed_out for v in verdicts)
     assert max(durations) < 0.3 + 1.2  # the bound, plus scheduling on a loaded two-core machine
+
+
+def test_usable_in_a_process_forked_mid_warm_up():
+    """A fork while the background warm-up holds its lock must not leave the child deadlocked."""
+    import multiprocessing
+
+    import verifiers.math_answer as math_answer
+
+    math_answer._WARM_LOCK.acquire()  # as if the warm-up thread were busy at the moment of the fork
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(1) as pool:
+            result = pool.apply_async(_verify_in_child).get(timeout=30)
+    finally:
+        math_answer._WARM_LOCK.release()
+    assert result is True
+
+
+def _verify_in_child() -> bool:
+    return MathVerifier().verify("\\boxed{\\sqrt{8}}", "2\\sqrt{2}").correct

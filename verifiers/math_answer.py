@@ -35,6 +35,16 @@ from verifiers.math_worker import WorkerPool
 _POOL_LOCK = threading.Lock()
 _WARM_LOCK = threading.Lock()
 _WARMED: set[int] = set()  # process ids whose parsers are imported and exercised
+
+
+def _fresh_locks_after_fork() -> None:
+    """A process forked while another thread held a lock (the warm-up thread, say) would inherit it
+    held, with no thread left to release it: the child starts with fresh ones."""
+    global _POOL_LOCK, _WARM_LOCK
+    _POOL_LOCK, _WARM_LOCK = threading.Lock(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_locks_after_fork)
 _MAX_ANSWER_CHARS = 50_000  # longer "answers" are not answers; refusing them keeps normalising cheap
 _SHOWN_CHARS = 60
 

@@ -4,7 +4,8 @@
 text, the per-token log-probs under the sampling distribution (logits / temperature) and why it stopped.
 
 The Hugging Face backend is a plain KV-cache loop: each prompt is encoded once and its cache repeated n
-times, rows that have ended are dropped from the batch, and sampling uses one explicitly seeded
+times, rows that have ended are dropped from the batch (a few at a time: each drop copies the cache), and
+tokens are drawn by inverse CDF with one explicitly seeded
 `torch.Generator` per call, so a (seed, prompts) pair always gives the same samples.
 """
 
@@ -70,8 +71,11 @@ def sample_tokens(logits: torch.Tensor, params: SamplingParams, rng: torch.Gener
 class HFGenerator:
     """Batched sampling with a KV cache on a Hugging Face causal LM."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, batch_size: int = 256):
+    def __init__(self, model: torch.nn.Module, tokenizer, batch_size: int = 256, drop_fraction: float = 1 / 16):
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        # Dropping ended rows copies the whole KV cache, so it waits until this fraction of the batch has
+        # ended (0: at every end); until then ended rows ride along and their tokens are ignored.
+        self.drop_fraction = drop_fraction
         # transformers 5 renamed `past_key_values` to `cache`; take whichever this version's forward has.
         params = inspect.signature(model.forward).parameters
         self.cache_kwarg = "cache" if "cache" in params else "past_key_values"
@@ -112,19 +116,22 @@ class HFGenerator:
         tokens: list[list[int]] = [[] for _ in range(len(texts) * n)]
         logps: list[list[float]] = [[] for _ in range(len(texts) * n)]
         stopped = [False] * (len(texts) * n)
+        live = torch.ones(len(rows), dtype=torch.bool, device=device)  # [rows]: still generating
         for step in range(params.max_new_tokens):
             new, new_logp = sample_tokens(logits, params, rng)
-            for row, tok, lp in zip(rows.tolist(), new.tolist(), new_logp.tolist()):
-                tokens[row].append(tok)
-                logps[row].append(lp)
-                stopped[row] = tok == eos
-            live = new != eos
+            for row, tok, lp, on in zip(rows.tolist(), new.tolist(), new_logp.tolist(), live.tolist()):
+                if on:
+                    tokens[row].append(tok)
+                    logps[row].append(lp)
+                    stopped[row] = tok == eos
+            live = live & (new != eos)
             if not live.any() or step == params.max_new_tokens - 1:
                 break
-            if not live.all():  # drop ended rows so the rest of the loop costs only what is still running
+            if (~live).sum() > self.drop_fraction * len(live):  # drop ended rows: the loop costs what still runs
                 keep = live.nonzero().squeeze(-1)
                 cache.batch_select_indices(keep)
-                rows, new, attention, next_position = rows[keep], new[keep], attention[keep], next_position[keep]
+                rows, new, attention, next_position, live = (rows[keep], new[keep], attention[keep],
+                                                             next_position[keep], live[keep])
             attention = torch.cat([attention, attention.new_ones(len(rows), 1)], dim=-1)
             logits = self.model(input_ids=new[:, None], attention_mask=attention, position_ids=next_position,
                                 use_cache=True, **{self.cache_kwarg: cache}).logits[:, -1]

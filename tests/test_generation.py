@@ -1,5 +1,6 @@
 """The Hugging Face generation backend: shapes, stop reasons, seeds, and log-probs that match a forward pass."""
 
+import pytest
 import torch
 
 from reasoner.generation import HFGenerator, SamplingParams, sample_tokens
@@ -10,8 +11,8 @@ from data.synthetic import generate
 PROMPTS = ["What is 12 + 30?", "Solve for x: 3x + 4 = 10.", "Write a Python function f(x) that returns x plus 3."]
 
 
-def _generator(micro_model):
-    return HFGenerator(load_model(micro_model), load_tokenizer(micro_model), batch_size=4)
+def _generator(micro_model, **kwargs):
+    return HFGenerator(load_model(micro_model), load_tokenizer(micro_model), **{"batch_size": 4, **kwargs})
 
 
 def test_n_samples_per_prompt_with_consistent_fields(micro_model):
@@ -35,9 +36,10 @@ def test_same_seed_same_samples_other_seed_other_samples(micro_model):
     assert ids(a) == ids(b) and ids(a) != ids(c)
 
 
-def test_logprobs_match_a_full_forward_pass_on_the_training_layout(micro_model):
+@pytest.mark.parametrize("drop_fraction", [0.0, 1.0])  # ended rows dropped at once / never dropped
+def test_logprobs_match_a_full_forward_pass_on_the_training_layout(micro_model, drop_fraction):
     """The sampler's log-probs (KV cache, ended rows dropped) equal those of one padded forward pass."""
-    gen = _generator(micro_model)
+    gen = _generator(micro_model, batch_size=12, drop_fraction=drop_fraction)
     tasks = generate("math", "heldout", 2) + generate("code", "heldout", 2)
     groups = gen.generate([t.prompt for t in tasks], 3, SamplingParams(max_new_tokens=12, seed=2))
     samples = [s for g in groups for s in g]

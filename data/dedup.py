@@ -20,7 +20,8 @@ def normalise(text: str) -> str:
 
 
 def words(text: str) -> list[str]:
-    return re.findall(r"\w+", normalise(text))
+    """Words, numbers and each other symbol alone: "3x - 6" and "3x + 6" must differ."""
+    return re.findall(r"\w+|[^\w\s]", normalise(text))
 
 
 def ngrams(text: str, n: int) -> set[tuple[str, ...]]:

@@ -17,7 +17,8 @@ import logging
 import time
 from pathlib import Path
 
-from data.records import write_json, write_tasks
+from data.dedup import contamination, format_report
+from data.records import read_tasks, write_json, write_tasks
 from data.synthetic import generate
 from pipelines import curate, eval as eval_stage, init_model, pairs, report, sft, train
 from pipelines.common import StageBook, save_stage_config
@@ -90,6 +91,7 @@ def run_stage(config: cfg.RunConfig) -> Path:
 
     if not config.data or not config.heldout:
         stage("tasks", write_builtin_tasks, config, out / "tasks")
+    check_contamination(*steps["tasks"], out / "contamination.json")
     if not config.model:
         stage("init-model", init_model.run_stage, cfg.InitModelConfig(output=steps["init"], seed=config.seed))
     if steps["do_sft"]:
@@ -122,6 +124,15 @@ def write_builtin_tasks(config: cfg.RunConfig, directory: Path) -> None:
     write_tasks(directory / "train.jsonl", train_tasks)
     write_tasks(directory / "heldout.jsonl", heldout)
     log.info("run: wrote %d training and %d held-out built-in tasks to %s", len(train_tasks), len(heldout), directory)
+
+
+def check_contamination(train_path: str, heldout_path: str, report_path: Path) -> None:
+    """Word 13-gram overlap of the held-out prompts with the training prompts: logged, and kept beside the run."""
+    if report_path.is_file():
+        return
+    report = contamination(read_tasks(train_path), read_tasks(heldout_path))
+    write_json(report_path, report)
+    log.log(logging.WARNING if report["exact_duplicates"] else logging.INFO, "run: %s", format_report(report))
 
 
 def launch_training(train_config: cfg.TrainConfig) -> None:

@@ -18,7 +18,7 @@ def test_normalise_ignores_case_and_whitespace():
 
 
 def test_short_prompts_are_one_ngram_and_long_ones_slide():
-    assert ngrams("What is 2 + 2?", 13) == {("what", "is", "2", "2")}
+    assert ngrams("What is 2 + 2?", 13) == {("what", "is", "2", "+", "2", "?")}
     assert len(ngrams(LONG, 13)) == len(LONG.split()) - 12
 
 
@@ -29,14 +29,14 @@ def test_deduplicate_keeps_the_first():
 
 def test_contamination_reports_counts_and_examples():
     train = [_t("a", LONG), _t("b", "What is 2 + 2?")]
-    heldout = [_t("x", LONG + " How many clips did she sell?"),  # 9 of its 15 13-grams are in training
+    heldout = [_t("x", LONG + " How many clips did she sell?"),  # 9 of its 16 13-grams ("?" is a token) are in training
                _t("y", "what is 2 +  2?"),  # an exact repeat up to case and spacing
                _t("z", "A completely different question about trains leaving two stations at noon")]
     report = contamination(train, heldout, n=13, threshold=0.5)
     assert report["heldout_with_overlap"] == 2 and report["exact_duplicates"] == 1
     assert report["contaminated_ids"] == ["y", "x"]
     x = next(e for e in report["examples"] if e["heldout_id"] == "x")
-    assert x["train_id"] == "a" and x["overlap"] == round(9 / 15, 4)
+    assert x["train_id"] == "a" and x["overlap"] == round(9 / 16, 4)
     assert json.loads(json.dumps(report)) == report
 
 
@@ -52,3 +52,7 @@ def test_cli_data_check_writes_the_report(tmp_path):
                  str(tmp_path / "heldout.jsonl"), "--output", str(tmp_path / "c.json")]) == 0
     report = json.loads((tmp_path / "c.json").read_text())
     assert report["contaminated_ids"] == ["y"] and report["duplicates_in_train"] == 0
+
+
+def test_operators_are_tokens():
+    assert ngrams("Solve 3x - 6 = 15", 13) != ngrams("Solve 3x + 6 = 15", 13)

@@ -36,7 +36,8 @@ def test_math_references_score_pass_at_1_of_one(shared_data, tmp_path, fmt, name
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt, name, count", [("humaneval", "humaneval.jsonl", 164), ("mbpp", "mbpp.jsonl", 974)])
+# MBPP's 974 records hold one repeated prompt (task 347 = task 76), which import drops.
+@pytest.mark.parametrize("fmt, name, count", [("humaneval", "humaneval.jsonl", 164), ("mbpp", "mbpp.jsonl", 973)])
 def test_code_canonical_solutions_score_pass_at_1_of_one(shared_data, tmp_path, fmt, name, count):
     tasks, report, wrong = _import_and_score(shared_data, tmp_path, fmt, name, lambda t: t.meta["solution"])
     assert len(tasks) == count and wrong == [] and report["overall"]["pass@1"] == 1.0

@@ -21,7 +21,7 @@ def opt(default: Any, help: str, **kwargs):
 
 @dataclass
 class SamplingConfig:
-    max_new_tokens: int = opt(48, "length cap of a response, in tokens")
+    max_new_tokens: int = opt(64, "length cap of a response, in tokens")
     temperature: float = opt(1.0, "sampling temperature")
     top_p: float = opt(1.0, "nucleus sampling mass")
 
@@ -68,7 +68,7 @@ class SFTConfig:
     model: str = opt("", "model directory to start from")
     data: str = opt("", "task records whose meta.solution is the target (default: built-in train tasks)")
     output: str = opt("", "directory to write the fine-tuned model to")
-    steps: int = opt(600, "optimiser steps")
+    steps: int = opt(500, "optimiser steps")
     batch_size: int = opt(64, "sequences per step")
     lr: float = opt(2e-3, "peak learning rate (linear warm-up, cosine decay)")
     warmup_steps: int = opt(30, "warm-up steps")
@@ -94,7 +94,7 @@ class CurateConfig:
     model: str = opt("", "policy to estimate pass rates with")
     data: str = opt("", "candidate task records")
     output: str = opt("", "curated task records (JSONL); the histogram goes beside it")
-    candidates: int = opt(0, "estimate at most this many prompts, drawn evenly across families (0: all)")
+    candidates: int = opt(800, "estimate at most this many prompts, drawn evenly across families (0: all)")
     samples_per_prompt: int = opt(8, "samples per prompt used to estimate its pass rate")
     band_low: float = opt(0.05, "keep prompts whose pass rate is at least this")
     band_high: float = opt(0.95, "... and at most this")
@@ -144,10 +144,10 @@ class TrainConfig:
     output: str = opt("", "directory for checkpoints and the final model")
     metrics: str = opt("", "metrics JSONL path (default: OUTPUT/metrics.jsonl)")
     algo: str = opt("grpo", "grpo, ppo or dpo")
-    steps: int = opt(120, "optimiser steps")
+    steps: int = opt(100, "optimiser steps")
     prompts_per_step: int = opt(16, "prompts per step")
     group_size: int = opt(8, "samples per prompt")
-    lr: float = opt(5e-4, "learning rate (constant after warm-up)")
+    lr: float = opt(1e-4, "learning rate (constant after warm-up)")
     warmup_steps: int = opt(5, "warm-up steps")
     grad_clip: float = opt(1.0, "gradient norm clip")
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
@@ -180,7 +180,7 @@ class TrainConfig:
     zero_stage: int = opt(2, "DeepSpeed ZeRO stage (2 or 3) when several processes train")
     offload: bool = opt(False, "DeepSpeed: keep the optimizer state in CPU memory")
     heldout: str = opt("", "held-out task records for the periodic held-out check (empty: no check)")
-    heldout_every: int = opt(10, "steps between held-out checks (0: none)")
+    heldout_every: int = opt(20, "steps between held-out checks (0: none)")
     heldout_size: int = opt(64, "held-out tasks in each check (a fixed random subset)")
     heldout_samples: int = opt(2, "samples per held-out task in each check")
     tensorboard: bool = opt(True, "TensorBoard events in tensorboard/ beside metrics.jsonl, if installed")

@@ -152,3 +152,51 @@ def test_training_records_pool_metrics_and_resumes_the_pool(micro_model, tmp_pat
     assert [[m[k] for k in keys] for m in resumed] == [[m[k] for k in keys] for m in straight]
     state = json.loads((tmp_path / "b" / "checkpoints" / "step-000004" / "trainer_state.json").read_text())
     assert set(state["pool"]) == {"pass_rates", "retired"}
+
+
+def test_two_ranks_keep_identical_pools_and_train_what_one_process_would(monkeypatch):
+    """Two ranks as threads with a gathering barrier: the same pool state on both, and together the same
+    groups as a single process."""
+    import threading
+
+    from reasoner import distributed
+
+    tasks = _tasks(12)
+    right = {f"p{i}": [4, 0, 2, 4, 4, 1, 0, 4, 3, 4, 0, 2][i] for i in range(12)}
+    config = TrainConfig(group_size=4, dynamic_sampling_rounds=2)
+    params = SamplingParams(8, 1.0, 1.0, 0)
+
+    def one_rank(pool, batch):
+        rollout = verify_groups(batch, ScriptedGenerator(right).generate([t.prompt for t in batch], 4, None))
+        return curate_step(config, ScriptedGenerator(right), None, pool, rollout, 0, params)
+
+    single_pool = PromptPool(tasks, seed=5)
+    single, stats = one_rank(single_pool, single_pool.next(4))
+    assert stats["dynamic_refills"] > 0 and stats["pool_retired"] > 0
+
+    local, barrier, slots = threading.local(), threading.Barrier(2), [None, None]
+
+    def gather(obj):
+        slots[local.rank] = obj
+        barrier.wait()
+        out = list(slots)
+        barrier.wait()
+        return out
+
+    monkeypatch.setattr(distributed, "rank", lambda: local.rank)
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    monkeypatch.setattr(distributed, "all_gather_objects", gather)
+    pools, rollouts = [PromptPool(tasks, seed=5) for _ in range(2)], [None, None]
+
+    def run(rank):
+        local.rank = rank
+        rollouts[rank] = one_rank(pools[rank], pools[rank].next(4)[rank::2])[0]
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert pools[0].state() == pools[1].state() == single_pool.state()
+    interleaved = [t.id for pair in zip(rollouts[0].tasks, rollouts[1].tasks) for t in pair]
+    assert interleaved == [t.id for t in single.tasks]

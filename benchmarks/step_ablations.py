@@ -1,0 +1,132 @@
+"""What each speed measure of the GRPO step buys: every variant timed against the current code, alternating.
+
+    OMP_NUM_THREADS=1 python benchmarks/step_ablations.py                 # grpo_vs_trl.py's start model
+    OMP_NUM_THREADS=1 python benchmarks/step_ablations.py --repeats 8
+
+Generation (16 prompts x 8 samples, 48 new tokens): the current sampler against torch.multinomial, and the
+current row dropping (once 1/16 of the batch has ended) against dropping at every end and against never
+dropping (stopping only when every row has ended). Update (grpo_update on the rollouts of those prompts):
+skipping groups of equal rewards or not. Scoring pass (forward and backward of one 64-row micro-batch):
+without a KV cache against with one, and the chosen token's log-prob as logit minus log-sum-exp against
+a gather from a full log-softmax. The first call of each variant is not timed; the machine's load drifts,
+so only the ratios within one line mean much.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+
+import reasoner.generation as generation  # noqa: E402
+from data.synthetic import generate as builtin_tasks  # noqa: E402
+from reasoner import distributed  # noqa: E402
+from reasoner.config import TrainConfig  # noqa: E402
+from reasoner.modeling import load_model, load_tokenizer  # noqa: E402
+from reasoner.rollout import verify_groups  # noqa: E402
+from reasoner.trainer import grpo_update, rollout_batch  # noqa: E402
+
+
+def multinomial_draw(logits, params, rng):
+    """The sampler as it was: a full log-softmax, then torch.multinomial."""
+    logprobs = torch.log_softmax(logits.float() / max(params.temperature, 1e-5), dim=-1)
+    tokens = torch.multinomial(logprobs.exp(), 1, generator=rng).squeeze(-1)
+    return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def alternate(variants: dict, repeats: int) -> dict[str, float]:
+    """Mean seconds per call of each variant, calls interleaved, the first of each untimed."""
+    seconds = dict.fromkeys(variants, 0.0)
+    for repeat in range(repeats + 1):
+        for name, call in variants.items():
+            t0 = time.perf_counter()
+            call(repeat)
+            if repeat:
+                seconds[name] += (time.perf_counter() - t0) / repeats
+    return seconds
+
+
+def show(title: str, seconds: dict[str, float]) -> None:
+    base = next(iter(seconds.values()))
+    print(f"{title}: " + ", ".join(f"{name} {s:.3f}s ({s / base:.2f}x)" for name, s in seconds.items()), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="", help="model directory (default: grpo_vs_trl.py's start model)")
+    parser.add_argument("--workdir", default="runs/bench_grpo_vs_trl")
+    parser.add_argument("--sft-steps", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=4, help="timed calls of each variant")
+    args = parser.parse_args()
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if args.model:
+        model_dir = Path(args.model)
+    else:
+        from grpo_vs_trl import build_start_model
+
+        model_dir = build_start_model(Path(args.workdir), args.sft_steps)
+    model, tokenizer = load_model(model_dir).eval(), load_tokenizer(model_dir)
+    tasks = builtin_tasks("math", "train", 16)
+    prompts = [t.prompt for t in tasks]
+    params = lambda seed: generation.SamplingParams(48, 1.0, 1.0, seed)  # noqa: E731
+    current = generation.sample_tokens
+
+    def generate_with(draw, drop_fraction):
+        generator = generation.HFGenerator(model, tokenizer, drop_fraction=drop_fraction)
+
+        def call(seed):
+            generation.sample_tokens = draw
+            try:
+                return generator.generate(prompts, 8, params(seed))
+            finally:
+                generation.sample_tokens = current
+        return call
+
+    show("generate", alternate({"current": generate_with(current, 1 / 16),
+                                "torch.multinomial": generate_with(multinomial_draw, 1 / 16),
+                                "drop at every end": generate_with(current, 0.0),
+                                "never drop": generate_with(current, 1.0)}, args.repeats))
+
+    rollouts = [verify_groups(tasks, generation.HFGenerator(model, tokenizer).generate(prompts, 8, params(seed)))
+                for seed in range(args.repeats + 1)]
+    print(f"rollouts: reward {sum(float(r.rewards.mean()) for r in rollouts) / len(rollouts):.3f}, share of groups "
+          f"with equal rewards {sum(float((r.rewards.std(-1) == 0).float().mean()) for r in rollouts) / len(rollouts):.2f}")
+
+    def update_with(skip_equal_groups):
+        config = TrainConfig(warmup_steps=0, lr=0.0, skip_equal_groups=skip_equal_groups)
+        engine = distributed.make_engine(model, config.lr, 0, config.grad_clip)
+        return lambda i: grpo_update(config, model, None, tokenizer, engine, rollouts[i])
+
+    show("update", alternate({"current": update_with(True), "no equal-group skip": update_with(False)}, args.repeats))
+
+    batch = {k: v[:64] if torch.is_tensor(v) else v for k, v in rollout_batch(tokenizer, rollouts[0]).items()}
+    width, targets = batch["prompt_width"], batch["input_ids"][:, batch["prompt_width"]:]
+
+    def score_with(use_cache, full_log_softmax):
+        def call(_):
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                           position_ids=batch["position_ids"], use_cache=use_cache).logits[:, width - 1:-1].float()
+            if full_log_softmax:
+                logp = torch.log_softmax(logits, -1).gather(-1, targets[..., None]).squeeze(-1)
+            else:
+                logp = logits.gather(-1, targets[..., None]).squeeze(-1) - torch.logsumexp(logits, -1)
+            (logp * batch["response_mask"]).sum().backward()
+            model.zero_grad(set_to_none=True)
+        return call
+
+    model.train()
+    show(f"score {tuple(batch['input_ids'].shape)} fwd+bwd",
+         alternate({"current": score_with(False, False), "with KV cache": score_with(True, False),
+                    "full log-softmax": score_with(False, True)}, args.repeats))
+
+
+if __name__ == "__main__":
+    main()

@@ -21,7 +21,8 @@ Printed after the run: each side's steps per second with the time per phase of o
 reward over the measured steps, and the mean reward of each final policy on held-out math prompts (sampled
 with the same sampler and seed for both, with its standard error); the last line ends in `ratio X.XX`,
 our steps per second over TRL's. Our `skip_equal_groups` default (groups whose rewards are all equal carry
-no gradient and are not forwarded) is kept; TRL forwards them with zero advantage.
+no gradient and are not forwarded) is kept unless `--keep-equal-groups`; TRL forwards them with zero
+advantage (the same gradient; with the token-mean loss TRL's denominator also counts their tokens).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ class Ours:
         self.config = TrainConfig(
             prompts_per_step=args.prompts, group_size=args.group_size, lr=args.lr, warmup_steps=0, grad_clip=1.0,
             sampling=SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0), beta=0.0,
-            clip_low=0.2, clip_high=0.28, aggregation="token_mean", micro_batch_size=args.micro_batch, seed=0)
+            clip_low=0.2, clip_high=0.28, aggregation="token_mean", micro_batch_size=args.micro_batch,
+            skip_equal_groups=not args.keep_equal_groups, seed=0)
         self.engine = distributed.make_engine(self.model, self.config.lr, 0, self.config.grad_clip)
         self.generator = HFGenerator(self.model, self.tokenizer)
         self.tasks, self.step = tasks, 0
@@ -154,6 +156,8 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=200, help="SFT steps of the start model")
     parser.add_argument("--eval-prompts", type=int, default=64, help="held-out prompts for the final reward")
     parser.add_argument("--eval-samples", type=int, default=4, help="samples per held-out prompt")
+    parser.add_argument("--keep-equal-groups", action="store_true",
+                        help="ours forwards groups whose rewards are all equal too, as TRL does")
     parser.add_argument("--workdir", default="runs/bench_grpo_vs_trl", help="start model and TRL's output dir")
     args = parser.parse_args()
     if (args.prompts * args.group_size) % args.micro_batch:
@@ -198,7 +202,7 @@ def main() -> None:
     phases = {k: float(np.mean([t[k] for t in ours.times[w:]])) for k in ("generate", "verify", "update")}
     print(f"\n{args.steps} measured steps each ({args.warmup} warm-up), {args.prompts} prompts x {args.group_size} "
           f"samples, max {args.max_new_tokens} new tokens, lr {args.lr}, beta 0, clip 0.2/0.28, torch threads "
-          f"{torch.get_num_threads()}")
+          f"{torch.get_num_threads()}{', ours keeps equal-reward groups' if args.keep_equal_groups else ''}")
     print(f"ours: {1 / ours_s:.3f} steps/s ({ours_s:.2f}s/step: generate {phases['generate']:.2f}s, verify "
           f"{phases['verify']:.2f}s, update {phases['update']:.2f}s), train reward {np.mean(ours.rewards[w:]):.3f}, "
           f"held-out reward after the run {final['ours'][0]:.3f} +- {final['ours'][1]:.3f}")

@@ -95,3 +95,15 @@ def test_chosen_nll_is_the_per_token_negative_log_likelihood():
 
     # -(-6 / 3 + -2 / 4) / 2 = (2 + 0.5) / 2
     torch.testing.assert_close(chosen_nll(torch.tensor([-6.0, -2.0]), torch.tensor([3.0, 4.0])), torch.tensor(1.25))
+
+
+def test_run_gives_dpo_the_sample_budget_of_grpo(tmp_path):
+    from pipelines.run import plan
+    from reasoner.config import RunConfig
+
+    config = RunConfig(output=str(tmp_path), algo="dpo")
+    config.train.steps, config.train.prompts_per_step, config.train.group_size = 10, 4, 8  # 320 samples
+    config.train.dpo.samples_per_prompt, config.train.dpo.dpo_rounds = 8, 2
+    steps = plan(config)
+    assert steps["train"].dpo.prompts_per_round == 20 and steps["pairs"].max_prompts == 20  # 320 / (8 x 2)
+    assert steps["train"].dpo.pairs == steps["pairs"].output and steps["pairs"].data == steps["curate"].output

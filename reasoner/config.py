@@ -46,7 +46,7 @@ class DPOConfig:
     dpo_loss: str = opt("sigmoid", "DPO: sigmoid (DPO) or ipo")
     label_smoothing: float = opt(0.0, "DPO: label smoothing of the sigmoid loss (conservative DPO)")
     nll_coef: float = opt(1.0, "DPO: weight of the chosen answer's per-token NLL (Iterative RPO); 0: plain DPO")
-    dpo_epochs: int = opt(2, "DPO: passes over the pairs of each round")
+    dpo_epochs: int = opt(1, "DPO: passes over the pairs of each round (more overfit a small curated pool)")
     dpo_batch_size: int = opt(32, "DPO: pairs per optimiser step")
     dpo_rounds: int = opt(1, "DPO: rounds of sample, pair, train (above 1: online DPO from the current policy)")
     prompts_per_round: int = opt(0, "DPO: prompts sampled per round, a seeded subset of --data (0: all; "

@@ -7,6 +7,9 @@ Departures from the paper, each a knob (defaults in brackets):
 - clipping may be asymmetric, eps_low / eps_high, as in DAPO [0.2 / 0.2];
 - the KL to the reference may use k1, k2 or k3 [k3, the paper's], and sit in the loss (the paper) or be
   subtracted from the reward (as PPO-style RLHF does) [loss]; beta = 0 loads no reference model.
+- over-long (truncated) samples may be kept, left out of the loss (DAPO's overlong filtering) or have a
+  penalty taken from their reward (a flat form of DAPO's soft overlong punishment) [keep];
+  `common.TRUNCATION` and `common.kl_penalised_rewards` shape the rewards before `group_advantages`.
 """
 
 from __future__ import annotations

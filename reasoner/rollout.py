@@ -67,12 +67,11 @@ def response_logprobs(model, batch: dict, temperature: float = 1.0, with_entropy
     """Log-probs [B, R] of the response tokens (and the per-token entropy [B, R] if asked).
 
     The chosen token's log-prob is its logit minus the log-sum-exp of the row, which avoids materialising
-    a full log-softmax tensor for the gather. `use_cache=False`: a scoring pass has no use for the KV cache
-    the model would otherwise build (and concatenate into) layer by layer.
+    a full log-softmax tensor for the gather.
     """
     width = batch["prompt_width"]
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                   position_ids=batch["position_ids"], use_cache=False).logits[:, width - 1:-1].float()  # [B, R, V]
+                   position_ids=batch["position_ids"]).logits[:, width - 1:-1].float()  # [B, R, V]
     if temperature != 1.0:
         logits = logits / temperature
     targets = batch["input_ids"][:, width:]  # [B, R]

@@ -85,6 +85,24 @@ def response_logprobs(model, batch: dict, temperature: float = 1.0, with_entropy
     return logp, entropy
 
 
+def trim_padding(batch: dict) -> dict:
+    """The batch without the columns that are padding in every row: prompt columns on the left, response
+    columns on the right (a micro-batch of short rows need not pay for the longest row of the whole batch)."""
+    width, full, resp_width = batch["prompt_width"], batch["input_ids"].shape[1], batch["response_mask"].shape[1]
+    left = int((batch["attention_mask"][:, :width].sum(0) == 0).cumprod(0).sum())  # leading all-padding columns
+    used = batch["response_mask"].sum(0).nonzero()
+    right = int(used.max()) + 1 if len(used) else 1  # response columns in use (at least one)
+    trimmed = {"prompt_width": width - left}
+    for key, value in batch.items():
+        if torch.is_tensor(value) and value.dim() == 2 and value.shape[1] == full:  # [B, W + R]
+            trimmed[key] = value[:, left:width + right]
+        elif torch.is_tensor(value) and value.dim() == 2 and value.shape[1] == resp_width:  # [B, R]
+            trimmed[key] = value[:, :right]
+        elif key != "prompt_width":
+            trimmed[key] = value
+    return trimmed
+
+
 def micro_batches(batch: dict, size: int):
     """Split a padded batch row-wise; each piece keeps the shared prompt width."""
     rows = batch["input_ids"].shape[0]

@@ -33,7 +33,8 @@ from reasoner.generation import SamplingParams, make_generator
 from reasoner.loggers import ScalarLoggers
 from reasoner.metrics import MetricsWriter, length_stats, progress
 from reasoner.online import curate_step, reestimate_retired
-from reasoner.rollout import Rollout, encode_prompts, micro_batches, pad_batch, response_logprobs, verify_groups
+from reasoner.rollout import (Rollout, encode_prompts, micro_batches, pad_batch, response_logprobs, trim_padding,
+                              verify_groups)
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +199,7 @@ def grpo_update(config: TrainConfig, model, reference, tokenizer, engine, rollou
         rewards = kl_penalised_rewards(rewards.flatten(), kl, kl_mask, config.beta).view_as(rewards)
     advantages = group_advantages(rewards, config.scale_by_std).flatten()  # [G * n]
     rows = keep.nonzero().squeeze(-1).tolist()
+    rows.sort(key=lambda i: len(rollout.samples[i].token_ids))  # micro-batches of similar lengths pad little
     batch = rollout_batch(tokenizer, rollout, rows or [0])  # a rank with nothing to learn runs one masked row
     if not rows:
         batch["response_mask"].zero_()
@@ -212,7 +214,7 @@ def grpo_update(config: TrainConfig, model, reference, tokenizer, engine, rollou
                 "grad_norm": 0.0, "train_tokens": 0}
     sizes = BatchSizes(tokens=int(tokens), sequences=int(sequences), max_new_tokens=config.sampling.max_new_tokens)
     temperature = config.sampling.temperature
-    pieces = list(micro_batches(batch, config.micro_batch_size))
+    pieces = [trim_padding(mb) for mb in micro_batches(batch, config.micro_batch_size)]
     pieces += [{**pieces[-1], "response_mask": torch.zeros_like(pieces[-1]["response_mask"])}] * (micro_count - len(pieces))
     with torch.no_grad():
         if reference is not None:

@@ -6,9 +6,10 @@
 Generation (16 prompts x 8 samples, 48 new tokens): the current sampler against torch.multinomial, and the
 current row dropping (once 1/16 of the batch has ended) against dropping at every end and against never
 dropping (stopping only when every row has ended). Update (grpo_update on the rollouts of those prompts):
-skipping groups of equal rewards or not. Scoring pass (forward and backward of one 64-row micro-batch):
-without a KV cache against with one, and the chosen token's log-prob as logit minus log-sum-exp against
-a gather from a full log-softmax. The first call of each variant is not timed; the machine's load drifts,
+skipping groups of equal rewards or not, and with every group kept, micro-batches of rows sorted by length
+and trimmed of all-padding columns or not. Scoring pass (forward and backward of one 64-row micro-batch):
+the model's default KV cache against use_cache=False, and the chosen token's log-prob as logit minus
+log-sum-exp against a gather from a full log-softmax. The first call of each variant is not timed; the machine's load drifts,
 so only the ratios within one line mean much.
 """
 
@@ -27,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 import reasoner.generation as generation  # noqa: E402
+import reasoner.trainer as trainer  # noqa: E402
 from data.synthetic import generate as builtin_tasks  # noqa: E402
 from reasoner import distributed  # noqa: E402
 from reasoner.config import TrainConfig  # noqa: E402
 from reasoner.modeling import load_model, load_tokenizer  # noqa: E402
 from reasoner.rollout import verify_groups  # noqa: E402
-from reasoner.trainer import grpo_update, rollout_batch  # noqa: E402
 
 
 def multinomial_draw(logits, params, rng):
@@ -100,20 +101,32 @@ def main() -> None:
     print(f"rollouts: reward {sum(float(r.rewards.mean()) for r in rollouts) / len(rollouts):.3f}, share of groups "
           f"with equal rewards {sum(float((r.rewards.std(-1) == 0).float().mean()) for r in rollouts) / len(rollouts):.2f}")
 
-    def update_with(skip_equal_groups):
-        config = TrainConfig(warmup_steps=0, lr=0.0, skip_equal_groups=skip_equal_groups)
+    trim = trainer.trim_padding
+
+    def update_with(skip_equal_groups, trim_padding=True):
+        config = TrainConfig(warmup_steps=0, lr=0.0, skip_equal_groups=skip_equal_groups)  # lr 0: the model stays
         engine = distributed.make_engine(model, config.lr, 0, config.grad_clip)
-        return lambda i: grpo_update(config, model, None, tokenizer, engine, rollouts[i])
+
+        def call(i):
+            trainer.trim_padding = trim if trim_padding else (lambda batch: batch)
+            try:
+                return trainer.grpo_update(config, model, None, tokenizer, engine, rollouts[i])
+            finally:
+                trainer.trim_padding = trim
+        return call
 
     show("update", alternate({"current": update_with(True), "no equal-group skip": update_with(False)}, args.repeats))
+    show("update, every group kept", alternate({"current": update_with(False),
+                                                "no padding trim": update_with(False, False)}, args.repeats))
 
-    batch = {k: v[:64] if torch.is_tensor(v) else v for k, v in rollout_batch(tokenizer, rollouts[0]).items()}
+    batch = {k: v[:64] if torch.is_tensor(v) else v for k, v in trainer.rollout_batch(tokenizer, rollouts[0]).items()}
     width, targets = batch["prompt_width"], batch["input_ids"][:, batch["prompt_width"]:]
 
     def score_with(use_cache, full_log_softmax):
         def call(_):
+            cache = {} if use_cache is None else {"use_cache": use_cache}
             logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                           position_ids=batch["position_ids"], use_cache=use_cache).logits[:, width - 1:-1].float()
+                           position_ids=batch["position_ids"], **cache).logits[:, width - 1:-1].float()
             if full_log_softmax:
                 logp = torch.log_softmax(logits, -1).gather(-1, targets[..., None]).squeeze(-1)
             else:
@@ -124,8 +137,8 @@ def main() -> None:
 
     model.train()
     show(f"score {tuple(batch['input_ids'].shape)} fwd+bwd",
-         alternate({"current": score_with(False, False), "with KV cache": score_with(True, False),
-                    "full log-softmax": score_with(False, True)}, args.repeats))
+         alternate({"current": score_with(None, False), "use_cache=False": score_with(False, False),
+                    "full log-softmax": score_with(None, True)}, args.repeats))
 
 
 if __name__ == "__main__":

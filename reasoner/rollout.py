@@ -70,8 +70,9 @@ def response_logprobs(model, batch: dict, temperature: float = 1.0, with_entropy
     a full log-softmax tensor for the gather.
     """
     width = batch["prompt_width"]
+    keep = batch["input_ids"].shape[1] - width + 1  # the positions that predict response tokens, and the last
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                   position_ids=batch["position_ids"]).logits[:, width - 1:-1].float()  # [B, R, V]
+                   position_ids=batch["position_ids"], logits_to_keep=keep).logits[:, :-1].float()  # [B, R, V]
     if temperature != 1.0:
         logits = logits / temperature
     targets = batch["input_ids"][:, width:]  # [B, R]

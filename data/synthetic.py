@@ -19,7 +19,7 @@ HELDOUT_PERCENT = 20  # share of the prompt space reserved for held-out tasks
 # Worked math solutions come in two styles, as real fine-tuning data does: the working written out, or the
 # answer alone. A small model trained on both gets the answer right far more often when it works it out;
 # the policy it starts RL with uses both styles, and learning which one pays is part of what RL does.
-DIRECT_ANSWER_SHARE = 0.4
+DIRECT_ANSWER_SHARE = 0.5
 
 
 def is_heldout(prompt: str) -> bool:

@@ -115,7 +115,8 @@ def test_pathological_inputs_return_within_bound(verifier, name):
     verdict = verifier.verify(response, reference)
     assert time.monotonic() - start < 5.0
     assert isinstance(verdict, Verdict)
-    if expected is not None:
+    # On a loaded machine a slow but valid input may use up its 2 s bound: a timeout verdict keeps the bound.
+    if expected is not None and not verdict.timed_out:
         assert verdict.correct is expected, verdict.reason
 
 

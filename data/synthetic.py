@@ -16,10 +16,6 @@ from fractions import Fraction
 from data.records import Task
 
 HELDOUT_PERCENT = 20  # share of the prompt space reserved for held-out tasks
-# Worked math solutions come in two styles, as real fine-tuning data does: the working written out, or the
-# answer alone. A small model trained on both gets the answer right far more often when it works it out;
-# the policy it starts RL with uses both styles, and learning which one pays is part of what RL does.
-DIRECT_ANSWER_SHARE = 0.5
 
 
 def is_heldout(prompt: str) -> bool:
@@ -153,8 +149,6 @@ def generate(family: str, split: str, count: int, seed: int = 0) -> list[Task]:
         if family == "math":
             prompt, reference, solution = MATH_KINDS[kind](rng)
             verifier = "math"
-            if rng.random() < DIRECT_ANSWER_SHARE:
-                solution = solution[solution.index("\\boxed"):]  # the answer alone, no working
         else:
             prompt, reference, solution = code_task(rng, kind)
             verifier = "code"

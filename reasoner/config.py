@@ -147,7 +147,7 @@ class TrainConfig:
     steps: int = opt(100, "optimiser steps")
     prompts_per_step: int = opt(16, "prompts per step")
     group_size: int = opt(8, "samples per prompt")
-    lr: float = opt(1e-4, "learning rate (constant after warm-up)")
+    lr: float = opt(5e-5, "learning rate (constant after warm-up)")
     warmup_steps: int = opt(5, "warm-up steps")
     grad_clip: float = opt(1.0, "gradient norm clip")
     sampling: SamplingConfig = field(default_factory=SamplingConfig)

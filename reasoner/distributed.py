@@ -75,7 +75,20 @@ def linear_warmup(warmup_steps: int):
     return lambda step: min(1.0, (step + 1) / max(1, warmup_steps))
 
 
-class TorchEngine:
+class WarmupSchedule:
+    """The learning-rate schedule every engine steps once per training step, whatever its optimiser steps."""
+
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+
+    def schedule(self) -> None:
+        self.scheduler.step()
+
+    @property
+    def lr(self) -> float:
+        return self.scheduler.get_last_lr()[0]
+
+
+class TorchEngine(WarmupSchedule):
     """One process: AdamW, linear warm-up, gradient clipping."""
 
     def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
@@ -95,13 +108,6 @@ class TorchEngine:
         self.optimizer.zero_grad(set_to_none=True)
         return float(grad_norm)
 
-    def schedule(self) -> None:
-        self.scheduler.step()
-
-    @property
-    def lr(self) -> float:
-        return self.scheduler.get_last_lr()[0]
-
     def save(self, directory: Path) -> None:
         torch.save({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()},
                    directory / "optimizer.pt")
@@ -115,7 +121,7 @@ class TorchEngine:
         return self.module.state_dict()
 
 
-class DeepSpeedEngine:
+class DeepSpeedEngine(WarmupSchedule):
     """Several processes: DeepSpeed ZeRO stage 2 or 3, bf16 on GPUs and fp32 on the CPU."""
 
     def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
@@ -155,13 +161,6 @@ class DeepSpeedEngine:
         self.engine.step()
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else float("nan")
-
-    def schedule(self) -> None:
-        self.scheduler.step()
-
-    @property
-    def lr(self) -> float:
-        return self.scheduler.get_last_lr()[0]
 
     def save(self, directory: Path) -> None:
         # collective: every rank writes its part of the optimizer state

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 from data.synthetic import generate as builtin_tasks  # noqa: E402
 from reasoner.generation import HFGenerator, SamplingParams  # noqa: E402
-from reasoner.modeling import load_model, load_tokenizer, render_prompt  # noqa: E402
+from reasoner.modeling import render_prompt  # noqa: E402
 
 
 def ours(generator: HFGenerator, prompts: list[str], n: int, max_new_tokens: int, seed: int) -> int:
@@ -58,13 +58,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed calls of each")
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    if args.model:
-        model_dir = Path(args.model)
-    else:
-        from grpo_vs_trl import build_start_model
+    from grpo_vs_trl import load_start_model
 
-        model_dir = build_start_model(Path(args.workdir), args.sft_steps)
-    model, tokenizer = load_model(model_dir).eval(), load_tokenizer(model_dir)
+    model, tokenizer = load_start_model(args.model, args.workdir, args.sft_steps)
     generator = HFGenerator(model, tokenizer)
     prompts = [t.prompt for t in builtin_tasks("math", "train", args.prompts)]
     runs = {"ours": lambda seed: ours(generator, prompts, args.n, args.max_new_tokens, seed),

@@ -52,6 +52,12 @@ from reasoner.sft import train_sft  # noqa: E402
 from reasoner.trainer import grpo_update, step_seed  # noqa: E402
 
 
+def load_start_model(model: str, workdir: str, sft_steps: int):
+    """(model, tokenizer) of the benchmarks: the directory given, else the start model built here."""
+    model_dir = Path(model) if model else build_start_model(Path(workdir), sft_steps)
+    return load_model(model_dir).eval(), load_tokenizer(model_dir)
+
+
 def build_start_model(workdir: Path, sft_steps: int) -> Path:
     """init-model (tiny) and a short SFT on worked math and code solutions, once per WORKDIR."""
     sft_dir = workdir / f"sft{sft_steps}"

@@ -32,7 +32,6 @@ import reasoner.trainer as trainer  # noqa: E402
 from data.synthetic import generate as builtin_tasks  # noqa: E402
 from reasoner import distributed  # noqa: E402
 from reasoner.config import TrainConfig  # noqa: E402
-from reasoner.modeling import load_model, load_tokenizer  # noqa: E402
 from reasoner.rollout import verify_groups  # noqa: E402
 
 
@@ -68,13 +67,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4, help="timed calls of each variant")
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    if args.model:
-        model_dir = Path(args.model)
-    else:
-        from grpo_vs_trl import build_start_model
+    from grpo_vs_trl import load_start_model
 
-        model_dir = build_start_model(Path(args.workdir), args.sft_steps)
-    model, tokenizer = load_model(model_dir).eval(), load_tokenizer(model_dir)
+    model, tokenizer = load_start_model(args.model, args.workdir, args.sft_steps)
     tasks = builtin_tasks("math", "train", 16)
     prompts = [t.prompt for t in tasks]
     params = lambda seed: generation.SamplingParams(48, 1.0, 1.0, seed)  # noqa: E731

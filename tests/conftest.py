@@ -21,3 +21,13 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"public data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    """Two warm sandbox workers, shared by one test module."""
+    from sandbox import Sandbox
+
+    sb = Sandbox(workers=2)
+    yield sb
+    sb.close()

@@ -17,13 +17,6 @@ ADD = {"tests": ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-
 
 
 @pytest.fixture(scope="module")
-def sandbox():
-    sb = Sandbox(workers=2)
-    yield sb
-    sb.close()
-
-
-@pytest.fixture(scope="module")
 def verifier(sandbox):
     return CodeVerifier(timeout_s=5.0, sandbox=sandbox)
 

@@ -26,13 +26,6 @@ WRONG = "def add(a, b):\n    return a - b\n"
 
 
 @pytest.fixture(scope="module")
-def sandbox():
-    sb = Sandbox(workers=2)
-    yield sb
-    sb.close()
-
-
-@pytest.fixture(scope="module")
 def verifier(sandbox):
     return CodeVerifier(timeout_s=TIMEOUT, memory_mb=256, sandbox=sandbox)
 

@@ -157,6 +157,7 @@ class TrainConfig:
     clip_high: float = opt(0.28, "upper clip range eps_high (DAPO's clip-higher)")
     aggregation: str = opt("token_mean", "token_mean, sequence_mean or dr_grpo")
     scale_by_std: bool = opt(True, "divide group advantages by the group's reward std")
+    negative_weight: float = opt(1.0, "weight of negative advantages (1: GRPO; 0: verified-right samples only)")
     epochs_per_batch: int = opt(1, "optimisation epochs over each batch of rollouts")
     micro_batch_size: int = opt(64, "sequences per forward/backward")
     skip_equal_groups: bool = opt(True, "drop groups whose rewards are all equal (no gradient)")

@@ -25,7 +25,7 @@ from data.online import PromptPool
 from data.records import Task
 from reasoner.alarms import AlarmMonitor
 from reasoner.algorithms.common import KL_ESTIMATORS, TRUNCATION, BatchSizes, kl_penalised_rewards
-from reasoner.algorithms.grpo import group_advantages, grpo_loss
+from reasoner.algorithms.grpo import group_advantages, grpo_loss, weight_negatives
 from reasoner import distributed
 from reasoner.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, truncate_metrics
 from reasoner.config import TrainConfig, to_dict
@@ -197,7 +197,7 @@ def grpo_update(config: TrainConfig, model, reference, tokenizer, engine, rollou
     if config.kl_in_reward and reference is not None:
         kl, kl_mask = rollout_kl(config, model, reference, tokenizer, rollout)  # [G * n, T]
         rewards = kl_penalised_rewards(rewards.flatten(), kl, kl_mask, config.beta).view_as(rewards)
-    advantages = group_advantages(rewards, config.scale_by_std).flatten()  # [G * n]
+    advantages = weight_negatives(group_advantages(rewards, config.scale_by_std), config.negative_weight).flatten()
     rows = keep.nonzero().squeeze(-1).tolist()
     rows.sort(key=lambda i: len(rollout.samples[i].token_ids))  # micro-batches of similar lengths pad little
     batch = rollout_batch(tokenizer, rollout, rows or [0])  # a rank with nothing to learn runs one masked row

@@ -8,7 +8,7 @@ import torch
 from reasoner.algorithms.common import (
     BatchSizes, clipped_policy_loss, constant_normaliser, kl_k1, kl_k2, kl_k3, sequence_mean, token_mean,
 )
-from reasoner.algorithms.grpo import group_advantages, grpo_loss
+from reasoner.algorithms.grpo import group_advantages, grpo_loss, weight_negatives
 
 
 def test_group_advantages_with_std_scaling():
@@ -27,6 +27,13 @@ def test_group_advantages_without_std_scaling_is_centred_reward():
 def test_equal_rewards_give_zero_advantage_not_nan():
     adv = group_advantages(torch.tensor([[1.0, 1.0, 1.0]]), scale_by_std=True)
     torch.testing.assert_close(adv, torch.zeros(1, 3))
+
+
+def test_weight_negatives_scales_only_negative_advantages():
+    advantages = torch.tensor([[1.5, -0.5, -1.0, 0.0]])
+    torch.testing.assert_close(weight_negatives(advantages, 0.2), torch.tensor([[1.5, -0.1, -0.2, 0.0]]))
+    torch.testing.assert_close(weight_negatives(advantages, 1.0), advantages)  # plain GRPO
+    torch.testing.assert_close(weight_negatives(advantages, 0.0), torch.tensor([[1.5, 0.0, 0.0, 0.0]]))
 
 
 def test_kl_estimators_by_hand():

@@ -27,6 +27,12 @@ def group_advantages(rewards: torch.Tensor, scale_by_std: bool = True, eps: floa
     return centred / (rewards.std(dim=-1, keepdim=True) + eps)  # [G, n]; std is the unbiased one
 
 
+def weight_negatives(advantages: torch.Tensor, negative_weight: float) -> torch.Tensor:
+    """Negative advantages times `negative_weight`: 1 is plain GRPO, 0 learns from the verified-right samples
+    alone (positive sample reinforcement in Zhu et al. 2025's split; rejection-sampling fine-tuning)."""
+    return torch.where(advantages < 0, advantages * negative_weight, advantages)
+
+
 def grpo_loss(
     logp: torch.Tensor,  # [B, T] current policy
     old_logp: torch.Tensor,  # [B, T] policy that sampled (equal to logp.detach() with one epoch per batch)

@@ -3,6 +3,11 @@
 Each family yields CONTRACT task records with a worked solution in `meta["solution"]` (what `sft` trains
 on). The held-out split is decided by a hash of the prompt, so train and held-out never share a prompt
 whatever the seed or the sizes asked for.
+
+With `slip_rate` above 0, that share of the math training solutions carries an arithmetic slip in its last
+step (the boxed answer follows the slip), as worked solutions from an unverified teacher do; the task's
+`reference` stays right and `meta["solution_correct"]` says which solutions slipped. Imitating such data
+teaches the slips along with the method; a verifier's reward is what can take them out.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import re
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 
@@ -78,6 +84,24 @@ def math_linear(rng: random.Random) -> tuple[str, str, str]:
     return f"Solve for x: {a}x + {b} = {c}.", str(x), f"{work} \\boxed{{{x}}}"
 
 
+FINAL_STEP = re.compile(r"= (-?\d+(?:/\d+)?)\. \\boxed\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}$")
+
+
+def with_slip(solution: str, rng: random.Random) -> str:
+    """The solution with its last result off by a slip (+-1 or +-10, or +-1 in a fraction's numerator) and
+    the boxed answer following it."""
+    match = FINAL_STEP.search(solution)
+    if match is None:
+        raise ValueError(f"no final step to slip in {solution!r}")
+    value = Fraction(match.group(1))
+    if value.denominator == 1:
+        slipped = value + rng.choice([-10, -1, 1, 10])
+    else:
+        slipped = value + Fraction(rng.choice([-1, 1]), value.denominator)
+    text = str(slipped)
+    return f"{solution[:match.start()]}= {text}. \\boxed{{{text}}}"
+
+
 MATH_KINDS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
     "addition": math_addition,
     "multiplication": math_multiplication,
@@ -129,8 +153,9 @@ def code_task(rng: random.Random, kind: str) -> tuple[str, dict, str]:
 
 # ----------------------------------------------------------------------------------------------- split
 
-def generate(family: str, split: str, count: int, seed: int = 0) -> list[Task]:
-    """`count` distinct tasks of one family from one split ("train" or "heldout"), reproducible from `seed`."""
+def generate(family: str, split: str, count: int, seed: int = 0, slip_rate: float = 0.0) -> list[Task]:
+    """`count` distinct tasks of one family from one split ("train" or "heldout"), reproducible from `seed`;
+    `slip_rate` of the math training solutions carry a slip in their last step (see the module's text)."""
     if split not in ("train", "heldout"):
         raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
     want_heldout = split == "heldout"
@@ -156,6 +181,11 @@ def generate(family: str, split: str, count: int, seed: int = 0) -> list[Task]:
             continue
         seen.add(prompt)
         meta = {"source": "synthetic", "family": family, "kind": kind, "split": split, "solution": solution}
+        if family == "math" and not want_heldout and slip_rate > 0:
+            slips = random.Random(f"slip/{seed}/{prompt}")
+            meta["solution_correct"] = slips.random() >= slip_rate
+            if not meta["solution_correct"]:
+                meta["solution"] = with_slip(solution, slips)
         tasks.append(Task(f"{family}/{split}/{len(tasks)}", prompt, verifier, reference, meta))
     return tasks
 

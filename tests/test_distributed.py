@@ -1,4 +1,4 @@
-"""Two gloo ranks under the DeepSpeed launcher (ZeRO 2, CPU) take the same update as one process."""
+"""Two gloo ranks under the DeepSpeed launcher (ZeRO 2 and 3, CPU) take the same update as one process."""
 
 import os
 import shutil
@@ -21,12 +21,13 @@ def _env():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("deepspeed") is None, reason="the deepspeed launcher is not installed")
-def test_two_ranks_update_equals_one_process(micro_model, tmp_path):
+@pytest.mark.parametrize("zero_stage", [2, 3])
+def test_two_ranks_update_equals_one_process(micro_model, tmp_path, zero_stage):
     single, double = tmp_path / "one.pt", tmp_path / "two.pt"
     subprocess.run([sys.executable, str(SCRIPT), str(micro_model), str(single)], check=True, env=_env(), cwd=ROOT,
                    timeout=600)
-    launcher = ["deepspeed", "--num_gpus", "2", "--no_local_rank", "--master_port", "29517", str(SCRIPT),
-                str(micro_model), str(double)]
+    launcher = ["deepspeed", "--num_gpus", "2", "--no_local_rank", "--master_port", str(29515 + zero_stage),
+                str(SCRIPT), str(micro_model), str(double), str(zero_stage)]
     result = subprocess.run(launcher, env=_env(), cwd=ROOT, timeout=900, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     one, two = torch.load(single), torch.load(double)

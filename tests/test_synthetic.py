@@ -40,3 +40,27 @@ def test_unknown_family_or_split():
         generate("chess", "train", 1)
     with pytest.raises(ValueError, match="split"):
         generate("math", "dev", 1)
+
+
+def test_slipped_solutions_are_wrong_in_their_last_step_only():
+    clean, slipped = generate("math", "train", 400), generate("math", "train", 400, slip_rate=0.3)
+    assert [t.prompt for t in clean] == [t.prompt for t in slipped]  # the same tasks, the same references
+    assert [t.reference for t in clean] == [t.reference for t in slipped]
+    wrong = [(c, s) for c, s in zip(clean, slipped) if not s.meta["solution_correct"]]
+    assert 0.22 < len(wrong) / len(slipped) < 0.38
+    assert {s.meta["kind"] for _, s in wrong} == {"addition", "multiplication", "fraction", "linear"}
+    verdicts = verifiers.verify_many([("math", s.meta["solution"], s.reference) for _, s in wrong])
+    assert not any(v.correct for v in verdicts)
+    for c, s in wrong:  # everything before the last result is the clean working
+        head = c.meta["solution"].rsplit("= ", 1)[0]
+        assert s.meta["solution"].startswith(head)
+    right = [s for s in slipped if s.meta["solution_correct"]]
+    assert all(s.meta["solution"] == c.meta["solution"] for c, s in zip(clean, slipped) if s.meta["solution_correct"])
+    assert right
+
+
+def test_heldout_and_code_solutions_never_slip():
+    for family, split in (("math", "heldout"), ("code", "train")):
+        tasks = generate(family, split, 100, slip_rate=0.9)
+        assert all("solution_correct" not in t.meta for t in tasks)
+        assert tasks == generate(family, split, 100)

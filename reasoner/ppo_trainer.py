@@ -19,7 +19,7 @@ from data.records import Task
 from reasoner.algorithms.common import AGGREGATIONS, KL_ESTIMATORS, TRUNCATION, BatchSizes, clipped_policy_loss, masked_mean
 from reasoner.algorithms.ppo import gae, token_rewards, value_loss, whiten
 from reasoner.config import TrainConfig
-from reasoner.rollout import Rollout, micro_batches, response_logprobs
+from reasoner.rollout import Rollout, micro_batches, response_logprobs, trim_padding
 from reasoner.trainer import Algorithm, rollout_batch, train
 
 log = logging.getLogger(__name__)
@@ -41,9 +41,10 @@ def policy_and_values(model, head: ValueHead, batch: dict, temperature: float, d
                       with_entropy: bool = False):
     """One forward: log-probs [B, R] of the response tokens, V(s_t) [B, R] before each, entropy [B, R] or None."""
     width = batch["prompt_width"]
+    keep = batch["input_ids"].shape[1] - width + 1  # the positions that predict response tokens, and the last
     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                position_ids=batch["position_ids"], output_hidden_states=True)
-    logits = out.logits[:, width - 1:-1].float() / temperature  # [B, R, V]
+                position_ids=batch["position_ids"], output_hidden_states=True, logits_to_keep=keep)
+    logits = out.logits[:, :-1].float() / temperature  # [B, R, V]
     features = out.hidden_states[-1][:, width - 1:-1]  # [B, R, H]: the state that predicts token t
     values = head(features.detach() if detach_features else features)  # [B, R]
     normaliser = torch.logsumexp(logits, dim=-1)  # [B, R]
@@ -53,6 +54,11 @@ def policy_and_values(model, head: ValueHead, batch: dict, temperature: float, d
         with torch.no_grad():
             entropy = normaliser - (torch.softmax(logits, -1) * logits).sum(-1)  # [B, R]
     return logp, values, entropy
+
+
+def pad_columns(x: torch.Tensor, width: int) -> torch.Tensor:
+    """[B, R'] -> [B, width], zeros on the right (a trimmed micro-batch's columns back to the batch's)."""
+    return torch.nn.functional.pad(x, (0, width - x.shape[1]))
 
 
 class PPO:
@@ -82,14 +88,16 @@ class PPO:
         rows = keep.nonzero().squeeze(-1).tolist()
         if not rows:
             return {"loss": 0.0, "kl": 0.0, "entropy": float("nan"), "grad_norm": 0.0, "train_tokens": 0}
+        rows.sort(key=lambda i: len(rollout.samples[i].token_ids))  # micro-batches of similar lengths pad little
         batch = rollout_batch(tokenizer, rollout, rows)
         mask = batch["response_mask"]  # [N, T]
         warming = self.updates < ppo.critic_warmup_steps
         detach = warming or ppo.critic == "probe"
         with torch.no_grad():
-            pieces = [policy_and_values(model, self.head, mb, temperature, True)
+            pieces = [policy_and_values(model, self.head, trim_padding(mb), temperature, True)
                       for mb in micro_batches(batch, config.micro_batch_size)]
-            old_logp, old_values = torch.cat([p[0] for p in pieces]), torch.cat([p[1] for p in pieces])  # [N, T]
+            width = mask.shape[1]
+            old_logp, old_values = (torch.cat([pad_columns(p[i], width) for p in pieces]) for i in (0, 1))  # [N, T]
             kl = None
             if reference is not None:
                 ref_logp = torch.cat([response_logprobs(reference, mb, temperature)[0]
@@ -107,7 +115,7 @@ class PPO:
         totals = {"kl": float(masked_mean(kl, mask)) if kl is not None else 0.0,
                   "value_mean": float(masked_mean(old_values, mask)),
                   "return_mean": float(masked_mean(returns, mask)), "critic_warmup": float(warming)}
-        pieces = list(micro_batches(batch, config.micro_batch_size))
+        pieces = [trim_padding(mb) for mb in micro_batches(batch, config.micro_batch_size)]
         for epoch in range(config.epochs_per_batch):
             for mb in pieces:
                 m = mb["response_mask"]

@@ -70,7 +70,7 @@ class PPO:
         self.updates = 0
 
     def algorithm(self) -> Algorithm:
-        return Algorithm(update=self.update, save=self.save, load=self.load,
+        return Algorithm(update=self.update, save=self.save, load=self.load, refills_equal_groups=False,
                          param_groups=[{"params": list(self.head.parameters()), "lr": self.config.ppo.critic_lr}])
 
     def save(self, directory: Path) -> None:

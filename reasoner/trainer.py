@@ -10,6 +10,7 @@ re-estimated every `reestimate_every` steps (reasoner/online.py).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -51,6 +52,9 @@ class Algorithm:
     param_groups: list[dict] = field(default_factory=list)  # trained beside the policy (a value head)
     save: Callable[[Path], None] = lambda directory: None  # its files, into each checkpoint and the final model
     load: Callable[[Path], None] = lambda directory: None  # ... and back from a checkpoint on resume
+    # Dynamic sampling refills all-equal groups because group-relative advantages vanish there; an
+    # algorithm with a critic learns from those groups too and skips the refills.
+    refills_equal_groups: bool = True
 
 
 def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: list[Task] | None = None,
@@ -70,6 +74,7 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
     metrics = MetricsWriter(Path(config.metrics or output / "metrics.jsonl"))
     torch.manual_seed(config.seed + rank)
     algorithm = algorithm or Algorithm(update=grpo_update)
+    curation_config = config if algorithm.refills_equal_groups else dataclasses.replace(config, dynamic_sampling_rounds=0)
     sampler = PromptPool(tasks, config.seed, config.retire_solved)  # online curation: data/online.py
     start_step = 0
     checkpoint = latest_checkpoint(checkpoints)
@@ -110,7 +115,7 @@ def train(config: TrainConfig, model, tokenizer, tasks: list[Task], heldout: lis
             groups = generator.generate([t.prompt for t in batch_tasks], config.group_size, params)
         t_generate = time.time()
         rollout = verify_groups(batch_tasks, groups)
-        rollout, curation = curate_step(config, generator, model, sampler, rollout, step, params)
+        rollout, curation = curate_step(curation_config, generator, model, sampler, rollout, step, params)
         t_verify = time.time()
         stats = algorithm.update(config, model, reference, tokenizer, engine, rollout)
         engine.schedule()

@@ -1,5 +1,6 @@
 """PPO's pieces against small examples computed by hand (default tolerances), and a smoke run of the trainer."""
 
+import json
 import math
 
 import torch
@@ -107,3 +108,6 @@ def test_ppo_trainer_smoke_critic_warmup_keeps_the_policy_and_saves_the_head(mic
     assert any(not torch.equal(value, before[key]) for key, value in model.state_dict().items())
     lines = (tmp_path / "train" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 2 and '"value_loss"' in lines[1]
+    # the critic learns from all-equal groups too: no dynamic-sampling refills (the micro model's are all 0)
+    records = [json.loads(line) for line in lines]
+    assert any(r["equal_reward_groups_drawn"] > 0 for r in records) and all(r["dynamic_refills"] == 0 for r in records)

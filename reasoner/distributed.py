@@ -149,14 +149,23 @@ class DeepSpeedEngine(WarmupSchedule):
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup_steps))
         self.module = self.engine.module
         self.zero_stage = zero_stage
+        self.backwards_since_step = 0
 
     def backward(self, loss: torch.Tensor, last: bool) -> None:
         # Gradients are reduced over ranks only at the boundary; every rank runs the same number of
         # micro-batches, so the boundaries line up.
+        if self.zero_stage == 3 and self.backwards_since_step:
+            # Measured with DeepSpeed 0.19 (tests/test_distributed.py): under ZeRO 3 a second backward
+            # before the step loses gradient (a third of the weights took a different Adam step).
+            raise RuntimeError("ZeRO 3 takes one micro-batch per rank per step here: set --micro-batch-size to at "
+                               "least the samples each rank trains on per step (prompts_per_step x group_size / "
+                               "processes), or use --zero-stage 2")
+        self.backwards_since_step += 1
         self.engine.set_gradient_accumulation_boundary(last)
         self.engine.backward(loss * world_size())
 
     def step(self) -> float:
+        self.backwards_since_step = 0
         self.engine.set_gradient_accumulation_boundary(True)
         self.engine.step()
         norm = self.engine.get_global_grad_norm()

@@ -1,7 +1,7 @@
 """One GRPO update on a fixed batch, in one process or as one of several ranks (run by test_distributed.py).
 
     python tests/distributed_step.py MODEL OUT.pt                                          # one process
-    deepspeed --num_gpus 2 --no_local_rank tests/distributed_step.py MODEL OUT.pt [STAGE]  # two ranks, ZeRO 2 or 3
+    deepspeed --num_gpus 2 --no_local_rank tests/distributed_step.py MODEL OUT.pt [STAGE [MICRO]]  # two ranks
 """
 
 import sys
@@ -33,12 +33,13 @@ def fixed_rollout(tokenizer, groups: range) -> Rollout:
     return Rollout(tasks, samples, verdicts, GROUP_SIZE)
 
 
-def main(model_dir: str, out: str, zero_stage: int = 2) -> None:
+def main(model_dir: str, out: str, zero_stage: int = 2, micro_batch_size: int = 3) -> None:
     distributed.init()
     rank, world = distributed.rank(), distributed.world_size()
     torch.manual_seed(0)
     model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
-    config = TrainConfig(lr=1e-2, warmup_steps=1, micro_batch_size=3, beta=0.0, grad_clip=1e9, zero_stage=zero_stage)
+    config = TrainConfig(lr=1e-2, warmup_steps=1, micro_batch_size=micro_batch_size, beta=0.0, grad_clip=1e9,
+                         zero_stage=zero_stage)
     engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip, zero_stage=zero_stage)
     rollout = fixed_rollout(tokenizer, range(GROUPS)[rank::world])
     stats = grpo_update(config, model, None, tokenizer, engine, rollout)
@@ -50,4 +51,4 @@ def main(model_dir: str, out: str, zero_stage: int = 2) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], *map(int, sys.argv[3:4]))
+    main(sys.argv[1], sys.argv[2], *map(int, sys.argv[3:5]))

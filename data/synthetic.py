@@ -84,7 +84,7 @@ def math_linear(rng: random.Random) -> tuple[str, str, str]:
     return f"Solve for x: {a}x + {b} = {c}.", str(x), f"{work} \\boxed{{{x}}}"
 
 
-FINAL_STEP = re.compile(r"= (-?\d+(?:/\d+)?)\. \\boxed\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}$")
+FINAL_STEP = re.compile(r"= (-?\d+(?:/\d+)?)\. \\boxed\{.*\}$")  # the last result and the box after it
 
 
 def with_slip(solution: str, rng: random.Random) -> str:

@@ -19,7 +19,7 @@ from data.records import Task
 from reasoner.algorithms.common import AGGREGATIONS, KL_ESTIMATORS, TRUNCATION, BatchSizes, clipped_policy_loss, masked_mean
 from reasoner.algorithms.ppo import gae, token_rewards, value_loss, whiten
 from reasoner.config import TrainConfig
-from reasoner.rollout import Rollout, micro_batches, response_logprobs, trim_padding
+from reasoner.rollout import Rollout, micro_batches, response_forward, response_logprobs, token_logprobs, trim_padding
 from reasoner.trainer import Algorithm, rollout_batch, train
 
 log = logging.getLogger(__name__)
@@ -41,18 +41,10 @@ def policy_and_values(model, head: ValueHead, batch: dict, temperature: float, d
                       with_entropy: bool = False):
     """One forward: log-probs [B, R] of the response tokens, V(s_t) [B, R] before each, entropy [B, R] or None."""
     width = batch["prompt_width"]
-    keep = batch["input_ids"].shape[1] - width + 1  # the positions that predict response tokens, and the last
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                position_ids=batch["position_ids"], output_hidden_states=True, logits_to_keep=keep)
-    logits = out.logits[:, :-1].float() / temperature  # [B, R, V]
+    out = response_forward(model, batch, output_hidden_states=True)
     features = out.hidden_states[-1][:, width - 1:-1]  # [B, R, H]: the state that predicts token t
     values = head(features.detach() if detach_features else features)  # [B, R]
-    normaliser = torch.logsumexp(logits, dim=-1)  # [B, R]
-    logp = logits.gather(-1, batch["input_ids"][:, width:, None]).squeeze(-1) - normaliser  # [B, R]
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            entropy = normaliser - (torch.softmax(logits, -1) * logits).sum(-1)  # [B, R]
+    logp, entropy = token_logprobs(out.logits[:, :-1], batch["input_ids"][:, width:], temperature, with_entropy)
     return logp, values, entropy
 
 
@@ -94,14 +86,13 @@ class PPO:
         warming = self.updates < ppo.critic_warmup_steps
         detach = warming or ppo.critic == "probe"
         with torch.no_grad():
-            pieces = [policy_and_values(model, self.head, trim_padding(mb), temperature, True)
-                      for mb in micro_batches(batch, config.micro_batch_size)]
-            width = mask.shape[1]
-            old_logp, old_values = (torch.cat([pad_columns(p[i], width) for p in pieces]) for i in (0, 1))  # [N, T]
+            trimmed = [trim_padding(mb) for mb in micro_batches(batch, config.micro_batch_size)]
+            full = lambda parts: torch.cat([pad_columns(x, mask.shape[1]) for x in parts])  # back to [N, T]
+            pieces = [policy_and_values(model, self.head, mb, temperature, True) for mb in trimmed]
+            old_logp, old_values = full(p[0] for p in pieces), full(p[1] for p in pieces)  # [N, T]
             kl = None
             if reference is not None:
-                ref_logp = torch.cat([response_logprobs(reference, mb, temperature)[0]
-                                      for mb in micro_batches(batch, config.micro_batch_size)])
+                ref_logp = full(response_logprobs(reference, mb, temperature)[0] for mb in trimmed)  # [N, T]
                 kl = KL_ESTIMATORS[config.kl_estimator](old_logp, ref_logp)  # [N, T]
         rewards = token_rewards(scores[rows], kl, mask, config.beta)  # [N, T]
         advantages, returns = gae(rewards, old_values, mask, ppo.gamma, ppo.gae_lambda)  # [N, T]

@@ -69,13 +69,23 @@ def response_logprobs(model, batch: dict, temperature: float = 1.0, with_entropy
     The chosen token's log-prob is its logit minus the log-sum-exp of the row, which avoids materialising
     a full log-softmax tensor for the gather.
     """
-    width = batch["prompt_width"]
-    keep = batch["input_ids"].shape[1] - width + 1  # the positions that predict response tokens, and the last
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                   position_ids=batch["position_ids"], logits_to_keep=keep).logits[:, :-1].float()  # [B, R, V]
+    logits = response_forward(model, batch).logits[:, :-1]  # [B, R, V]
+    return token_logprobs(logits, batch["input_ids"][:, batch["prompt_width"]:], temperature, with_entropy)
+
+
+def response_forward(model, batch: dict, **kwargs):
+    """The model's forward on a padded batch, with the output layer run only where it predicts a response
+    token (and at the last position): `.logits` is [B, R + 1, V]."""
+    keep = batch["input_ids"].shape[1] - batch["prompt_width"] + 1
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                 position_ids=batch["position_ids"], logits_to_keep=keep, **kwargs)
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, with_entropy: bool = False):
+    """Log-probs [B, R] of `targets` [B, R] under `logits` [B, R, V] at `temperature` (and the entropy [B, R])."""
+    logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
-    targets = batch["input_ids"][:, width:]  # [B, R]
     normaliser = torch.logsumexp(logits, dim=-1)  # [B, R]
     logp = logits.gather(-1, targets[..., None]).squeeze(-1) - normaliser  # [B, R]
     if not with_entropy:

@@ -66,5 +66,8 @@ def run_stage(config: TrainConfig) -> Path:
              config.prompts_per_step, config.group_size)
     heldout = read_tasks(config.heldout) if config.heldout else None
     if config.algo == "dpo":
-        return dpo_trainer.train_dpo(config, model, tokenizer, tasks)
-    return algorithms[config.algo](config, model, tokenizer, tasks, heldout)
+        final = dpo_trainer.train_dpo(config, model, tokenizer, tasks)
+    else:
+        final = algorithms[config.algo](config, model, tokenizer, tasks, heldout)
+    distributed.shutdown()
+    return final

@@ -47,7 +47,7 @@ def main(model_dir: str, out: str, zero_stage: int = 2, micro_batch_size: int = 
     if distributed.is_main():
         torch.save({"weights": {k: v.detach().clone() for k, v in weights.items()}, "loss": stats["loss"],
                     "grad_norm": stats["grad_norm"]}, out)
-    distributed.barrier()
+    distributed.shutdown()
 
 
 if __name__ == "__main__":

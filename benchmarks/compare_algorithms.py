@@ -39,7 +39,8 @@ def run_config(args) -> dict:
     if args.quick:
         for section, settings in QUICK.items():
             values[section] = {**settings, **values.get(section, {})}
-        values.setdefault("train_tasks", 300)
+        values.setdefault("math_train_tasks", 300)
+        values.setdefault("code_train_tasks", 300)
         values.setdefault("heldout_tasks", 30)
     return values
 

@@ -119,8 +119,8 @@ def cfg_report(out: Path):
 
 def write_builtin_tasks(config: cfg.RunConfig, directory: Path) -> None:
     """The built-in math and code families, train and held-out splits (disjoint by construction)."""
-    train_tasks = [t for fam in ("math", "code")
-                   for t in generate(fam, "train", config.train_tasks, config.seed, config.slip_rate)]
+    counts = {"math": config.math_train_tasks, "code": config.code_train_tasks}
+    train_tasks = [t for fam, count in counts.items() for t in generate(fam, "train", count, config.seed, config.slip_rate)]
     heldout = [t for fam in ("math", "code") for t in generate(fam, "heldout", config.heldout_tasks, config.seed)]
     write_tasks(directory / "train.jsonl", train_tasks)
     write_tasks(directory / "heldout.jsonl", heldout)

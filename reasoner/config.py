@@ -292,7 +292,9 @@ class RunConfig:
     model: str = opt("", "start from this model directory instead of the built-in tiny model")
     data: str = opt("", "training task records (default: the built-in math and code families)")
     heldout: str = opt("", "held-out task records (default: the built-in held-out split)")
-    train_tasks: int = opt(1500, "built-in training tasks per family")
+    math_train_tasks: int = opt(3000, "built-in math training tasks (more than code: the SFT model memorises "
+                                      "fewer of them, so more of its errors are slips RL can remove)")
+    code_train_tasks: int = opt(1500, "built-in code training tasks")
     heldout_tasks: int = opt(150, "built-in held-out tasks per family")
     slip_rate: float = opt(0.5, "share of the built-in math training solutions with a slip in the last step "
                                 "(the boxed answer follows it), as an unverified teacher's would have")

@@ -19,8 +19,8 @@ eval: {n: 2, k: "1,2"}
 def test_run_writes_the_contract_run_directory_and_resumes(tmp_path):
     (tmp_path / "small.yaml").write_text(SMALL)
     out = tmp_path / "run"
-    args = ["run", "--output", str(out), "--config", str(tmp_path / "small.yaml"), "--train-tasks", "120",
-            "--heldout-tasks", "12"]
+    args = ["run", "--output", str(out), "--config", str(tmp_path / "small.yaml"), "--math-train-tasks", "120",
+            "--code-train-tasks", "120", "--heldout-tasks", "12"]
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["algo"] == "grpo" and summary["world_size"] == 1 and summary["seconds"] > 0

@@ -49,8 +49,9 @@ def barrier() -> None:
 
 
 def shutdown() -> None:
-    """Leave the process group together. A rank that exits with the group alive can abort at exit
-    ("terminate called without an active exception", about one run in twelve on gloo)."""
+    """Leave the process group together, after a successful run only (a rank that failed would leave the
+    others waiting). A rank that exits with the group alive now and then aborts as gloo's threads are torn
+    down ("terminate called without an active exception", pytorch/pytorch#190489)."""
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()

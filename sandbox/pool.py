@@ -233,9 +233,14 @@ class Sandbox:
         if zygote.alive():
             self._idle.put(zygote)
         else:
-            zygote.close()
-            with self._lock:
-                self._started -= 1
+            self._discard(zygote)
+
+    def _discard(self, zygote: Zygote) -> None:
+        """Kill a worker and wait for it: one only signalled may still look alive, and reused, it would
+        report the next job as killed."""
+        zygote.close()
+        with self._lock:
+            self._started -= 1
 
     def warm_up(self) -> None:
         """Start every worker now (a few hundred milliseconds each, in parallel) rather than on first use."""
@@ -293,13 +298,12 @@ class Sandbox:
                 head = inflight.popleft()
                 result = zygote.receive(cfgs[head])
                 if result is None:  # the worker died or hung on this job: it counts as killed, never passed
-                    zygote.proc.kill()
                     result = {"status": "killed", "reason": "sandbox worker died", "exit_code": None,
                               "stdout": "", "stderr": "", "duration_s": time.monotonic() - t0}
                     todo.extendleft(reversed(inflight))  # queued behind it, never started: run elsewhere
                     inflight.clear()
                     results[head] = self._annotate(result, zygote)
-                    self._release(zygote)
+                    self._discard(zygote)
                     zygote = None
                     zygote = self._acquire()
                     continue
@@ -307,8 +311,9 @@ class Sandbox:
         finally:
             if zygote is not None:
                 if inflight:  # an exception left results in the pipe: this worker cannot be reused
-                    zygote.proc.kill()
-                self._release(zygote)
+                    self._discard(zygote)
+                else:
+                    self._release(zygote)
 
     @staticmethod
     def _annotate(result: dict, zygote: Zygote) -> dict:

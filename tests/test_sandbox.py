@@ -478,3 +478,22 @@ def test_a_bubblewrap_that_cannot_start_is_reported(tmp_path, monkeypatch):
         assert "No permissions" in result.warning
     finally:
         sb.close()
+
+
+def test_a_worker_given_up_on_is_not_reused(monkeypatch):
+    """When the host stops waiting for a worker (it died or overstayed), that worker is killed and never
+    handed the next job, even in the instant after the kill when it may still look alive."""
+    from sandbox import pool
+
+    sb = Sandbox(workers=1)
+    try:
+        run(sb, "pass")  # a warm worker, alive
+        real_receive = pool.Zygote.receive
+        monkeypatch.setattr(pool.Zygote, "receive", lambda self, cfg: None)
+        result = run(sb, "print(1)")
+        assert result.status == "killed" and result.reason == "sandbox worker died"
+        monkeypatch.setattr(pool.Zygote, "receive", real_receive)
+        for _ in range(3):
+            still_works(sb)
+    finally:
+        sb.close()

@@ -56,9 +56,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from sandbox.pool import DEFAULT_LIMITS, Sandbox, job
+from sandbox.pool import DEFAULT_LIMITS, Sandbox, SandboxUnavailable, job
 
-__all__ = ["DEFAULT_LIMITS", "RunResult", "Sandbox", "run_python", "default_sandbox", "job"]
+__all__ = ["DEFAULT_LIMITS", "RunResult", "Sandbox", "SandboxUnavailable", "run_python", "default_sandbox", "job"]
 
 @dataclass(frozen=True)
 class RunResult:

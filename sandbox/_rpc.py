@@ -2,14 +2,23 @@
 
 The program process P loads the solution (and the reference's setup code), then only answers requests:
 look up a global, call, get an attribute, iterate, ... The worker W executes the test code in its own
-interpreter, in a namespace where every name the tests do not define themselves is fetched from P.
+interpreter, in a namespace where every name the tests do not define themselves is fetched from P. P
+never receives the tests: only the arguments the tests pass to its functions.
 
 Values cross the pipe as tagged JSON. Plain data (None, bool, int, float, complex, str, bytes, list, tuple,
-dict, set, frozenset, range, Decimal, Fraction, deque) is copied, and decoding only ever builds those
-built-in types, so nothing P sends can run code in W or compare equal to something it is not. Any other
-object stays where it lives and is passed as a handle; a handle compares equal only to itself. This is
-what makes early exits, fake output, a redefined `check` or an always-equal return value worthless: the
-tests pass only if W ran them to their last line on values P really returned.
+dict, set, frozenset, range, slice, Decimal, Fraction, deque) is copied, and decoding only ever builds
+those built-in types, within size caps, so nothing P sends can run code in W, compare equal to something
+it is not, or make W use more memory than P itself may. Any other object of P's stays in P and reaches W
+as a `Remote` handle, equal only to itself, whose operations P answers. The other way, W sends P plain
+data only, except that a callable or an iterator the tests pass to the program becomes a narrow proxy P
+may call (or advance) and nothing else: no attribute, no item, no reduction, so P never holds a handle
+into W's objects, builtins or harness. Anything else a test passes is refused with a clear error, and a
+request P is not entitled to (or a malformed message) ends the job as a protocol violation and retires
+the worker.
+
+This is what makes early exits, fake output, a redefined `check`, an always-equal return value or a
+program that scans its own memory for the tests worthless: the tests pass only if W ran them to their
+last line on values P really returned.
 """
 
 from __future__ import annotations
@@ -28,12 +37,23 @@ import time
 
 MAX_MESSAGE = 16 << 20
 MAX_DEPTH = 200
+MAX_RANGE = 1 << 24  # elements of a range decoded in W: a test may well turn it into a tuple
 _PLAIN = (type(None), bool, int, float, str)
+_DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
 
 
 class ProgramGone(BaseException):
     """P exited, crashed or broke the protocol during a call. A BaseException so that a test's own
-    `except Exception` cannot swallow it."""
+    `except Exception` cannot swallow it. `violation` is set when P broke the protocol (a malformed
+    message, a request it is not entitled to): the job fails and the worker is retired."""
+
+    def __init__(self, why: str, violation: bool = False):
+        super().__init__(why)
+        self.violation = violation
+
+
+def _violation(why: str) -> ProgramGone:
+    return ProgramGone(why, violation=True)
 
 
 class SandboxTimeout(BaseException):
@@ -79,7 +99,8 @@ class Remote:
         return self._ask("getitem", key)
 
     def __contains__(self, item):
-        return self._ask("contains", item)
+        # Decided here, on the elements P yields: P never sees the value a test looks for.
+        return any(x is item or x == item for x in self)
 
     def __str__(self):
         return self._ask("str")
@@ -98,7 +119,9 @@ class Remote:
 
 
 class Channel:
-    """One end of the pipe. Both ends serve the other's requests while waiting for their own answers."""
+    """One end of the pipe. Both ends serve the other's requests while waiting for their own answers. The
+    two ends differ in what they send by handle (`export`) and what they let the other side ask
+    (`dispatch`): see `ProgramChannel` and `TestChannel`."""
 
     def __init__(self, rfd: int, wfd: int, wait=None):
         self.rfd, self.wfd = rfd, wfd
@@ -106,7 +129,6 @@ class Channel:
         self.buf = bytearray()
         self.objects: dict[int, object] = {}
         self.next_id = 0
-        self.resolve_global = None  # P: name -> value
 
     # -- values ----------------------------------------------------------------------------------------
 
@@ -143,8 +165,8 @@ class Channel:
             return {"q": [self.encode(x, d) for x in list(obj)]}
         if isinstance(obj, tuple):
             return {"t": [self.encode(x, d) for x in tuple.__iter__(obj)]}
-        if isinstance(obj, list):
-            return {"l": [self.encode(x, d) for x in list.__iter__(obj)]}
+        if isinstance(obj, (list, *_DICT_VIEWS)):
+            return {"l": [self.encode(x, d) for x in (list.__iter__(obj) if isinstance(obj, list) else obj)]}
         if isinstance(obj, dict):
             return {"d": [[self.encode(k, d), self.encode(v, d)] for k, v in dict.items(obj)]}
         if isinstance(obj, frozenset):
@@ -153,19 +175,30 @@ class Channel:
             return {"s": [self.encode(x, d) for x in set.__iter__(obj)]}
         if isinstance(obj, range):
             return {"r": [obj.start, obj.stop, obj.step]}
+        if isinstance(obj, slice):
+            return {"sl": [self.encode(obj.start, d), self.encode(obj.stop, d), self.encode(obj.step, d)]}
+        if obj is Ellipsis:
+            return {"E": 1}
         if isinstance(obj, decimal.Decimal):
             return {"D": str(obj)}
         if isinstance(obj, fractions.Fraction):
             return {"Q": [int(obj.numerator), int(obj.denominator)]}
+        return self.export(obj)
+
+    def export(self, obj) -> dict:
+        """How an object that is not plain data crosses: a handle the other side may use (see subclasses)."""
+        raise NotImplementedError
+
+    def keep(self, obj, kind: str) -> dict:
         self.next_id += 1
         self.objects[self.next_id] = obj
-        return {"h": self.next_id, "type": type(obj).__name__[:60]}
+        return {"h": self.next_id, "type": kind}
 
     def decode(self, v):
         if v is None or type(v) in (bool, int, float, str):
             return v
         if type(v) is not dict or len(v) not in (1, 2):
-            raise ProgramGone("malformed value")
+            raise _violation("malformed value")
         (tag, x), *_ = v.items()
         if tag == "l":
             return [self.decode(i) for i in _list(x)]
@@ -192,22 +225,32 @@ class Channel:
             re_, im = (self.decode(i) for i in _list(x))
             return complex(_num(re_), _num(im))
         if tag == "r":
-            return range(*(_int(i) for i in _list(x)))
+            r = range(*(_int(i) for i in _list(x)))
+            if len(r) > MAX_RANGE:
+                raise _violation(f"a range of {len(r)} elements (at most {MAX_RANGE} cross)")
+            return r
+        if tag == "sl":
+            start, stop, step = (self.decode(i) for i in _list(x))
+            if not all(i is None or type(i) is int for i in (start, stop, step)):
+                raise _violation("malformed slice")
+            return slice(start, stop, step)
+        if tag == "E":
+            return Ellipsis
         if tag == "D":
             return decimal.Decimal(_str(x))
         if tag == "Q":
             return fractions.Fraction(*(_int(i) for i in _list(x)))
         if tag == "B":
             if _str(x) not in _BUILTIN_VALUES:
-                raise ProgramGone("unknown built-in")
+                raise _violation("unknown built-in")
             return getattr(builtins, x)
         if tag == "h":
-            return Remote(self, _int(x), _str(v.get("type", "object")))
+            return Remote(self, _int(x), _str(v.get("type", "object"))[:60])
         if tag == "H":
             if _int(x) not in self.objects:
-                raise ProgramGone("unknown handle")
+                raise _violation("unknown handle")
             return self.objects[x]
-        raise ProgramGone(f"unknown tag {tag!r}")
+        raise _violation(f"unknown tag {tag!r}"[:80])
 
     # -- messages --------------------------------------------------------------------------------------
 
@@ -225,16 +268,16 @@ class Channel:
             if len(self.buf) >= 4:
                 n = struct.unpack(">I", self.buf[:4])[0]
                 if n > MAX_MESSAGE:
-                    raise ProgramGone("message too large")
+                    raise _violation("message too large")
                 if len(self.buf) >= 4 + n:
                     body = bytes(self.buf[4:4 + n])
                     del self.buf[:4 + n]
                     try:
                         msg = json.loads(body)
                     except (ValueError, RecursionError):
-                        raise ProgramGone("malformed message") from None
+                        raise _violation("malformed message") from None
                     if type(msg) is not dict:
-                        raise ProgramGone("malformed message")
+                        raise _violation("malformed message")
                     return msg
             if self.wait is not None:
                 self.wait(self.rfd)
@@ -253,28 +296,46 @@ class Channel:
                 self.send(self.answer(msg))
                 continue
             if msg.get("re") != rid:
-                raise ProgramGone("out-of-order reply")
+                raise _violation("out-of-order reply")
             if "err" in msg:
-                raise _exception(msg["err"])
+                raise _exception(msg["err"], ending_iteration=op == "next")
             return self.decode(msg.get("value"))
 
     def answer(self, msg: dict) -> dict:
         """Carry out one request from the other side; exceptions travel back by type name and message."""
         rid = msg.get("rid")
+        op = msg.get("op")
         try:
             args = self.decode(msg.get("args"))
-            value = self.dispatch(str(msg["op"]), args)
+            if type(op) is not str or type(args) is not list or not args:
+                raise _violation("malformed request")
+            value = self.dispatch(op, args)
             return {"re": rid, "value": self.encode(value)}
         except (ProgramGone, SandboxTimeout):
             raise
-        except StopIteration:
-            return {"re": rid, "err": ["StopIteration", ""]}
+        except StopIteration:  # the end of an iteration only where `next` was asked; a bug anywhere else
+            return {"re": rid, "err": ["StopIteration" if op == "next" else "RuntimeError", "StopIteration"]}
         except BaseException as exc:  # noqa: BLE001  (reported to the caller, who decides)
             try:
                 text = str(exc)[:500]
             except BaseException:  # noqa: BLE001
                 text = "?"
             return {"re": rid, "err": [type(exc).__name__[:60], text]}
+
+    def dispatch(self, op: str, args: list):
+        raise NotImplementedError
+
+
+class ProgramChannel(Channel):
+    """P's end: any object of P's may be sent by handle, and W may ask anything of it (the object is P's
+    own), plus the module globals the tests name."""
+
+    def __init__(self, rfd: int, wfd: int, resolve_global):
+        super().__init__(rfd, wfd)
+        self.resolve_global = resolve_global
+
+    def export(self, obj) -> dict:
+        return self.keep(obj, type(obj).__name__[:60])
 
     def dispatch(self, op: str, args: list):
         if op == "global":
@@ -295,11 +356,40 @@ class Channel:
             return bool(target)
         if op == "getitem":
             return target[rest[0]]
-        if op == "contains":
-            return rest[0] in target
         if op == "str":
             return str(target)
         raise ValueError(f"unknown operation {op!r}")
+
+
+class TestChannel(Channel):
+    """W's end: P receives plain data, or a proxy on a callable it may only call or an iterator it may only
+    advance (either may be asked its truth, which is always True); any other request from P is a protocol
+    violation."""
+
+    def export(self, obj) -> dict:
+        if hasattr(type(obj), "__next__"):
+            return self.keep(obj, "iterator")
+        if callable(obj):
+            return self.keep(obj, "callable")
+        raise TypeError(f"the sandbox sends a program plain data, callables and iterators only, not "
+                        f"{type(obj).__name__}")
+
+    def dispatch(self, op: str, args: list):
+        hid = args[0]
+        target = self.objects.get(hid) if type(hid) is int else None
+        if target is None:
+            raise _violation(f"a request for {op!r} on no object of the tests")
+        iterator = hasattr(type(target), "__next__")
+        if op == "call" and not iterator and len(args) == 3 and type(args[1]) is list and type(args[2]) is dict \
+                and all(type(k) is str for k in args[2]):
+            return target(*args[1], **args[2])
+        if op == "next" and iterator and len(args) == 1:
+            return next(target)
+        if op == "iter" and iterator and len(args) == 1:
+            return target
+        if op == "bool" and len(args) == 1:  # `if callback:` is how a program tells it from None
+            return True
+        raise _violation(f"a request for {op!r} on a {'iterator' if iterator else 'callable'} of the tests"[:120])
 
 
 # Built-ins that may travel by name. Not those with effects (exec, open, exit, setattr, ...): a program
@@ -319,34 +409,40 @@ def _named_builtin(obj) -> bool:
 
 def _list(x) -> list:
     if type(x) is not list:
-        raise ProgramGone("malformed value")
+        raise _violation("malformed value")
     return x
 
 
 def _str(x) -> str:
     if type(x) is not str:
-        raise ProgramGone("malformed value")
+        raise _violation("malformed value")
     return x
 
 
 def _int(x) -> int:
     if type(x) is not int:
-        raise ProgramGone("malformed value")
+        raise _violation("malformed value")
     return x
 
 
 def _num(x):
     if type(x) not in (int, float):
-        raise ProgramGone("malformed value")
+        raise _violation("malformed value")
     return x
 
 
-_NOT_RAISED_AS_IS = {"SystemExit", "KeyboardInterrupt", "GeneratorExit", "BaseException"}
+# Raised on the receiving side only as RemoteError: control flow (an iteration that "ended" inside
+# `all(map(...))`), and errors that mean something about the receiver's own state.
+_NOT_RAISED_AS_IS = {"SystemExit", "KeyboardInterrupt", "GeneratorExit", "BaseException", "StopIteration",
+                     "StopAsyncIteration", "MemoryError"}
 
 
-def _exception(err) -> BaseException:
-    """The exception to raise in W for an error reported by P: a built-in type by name, else RemoteError."""
-    name, text = (str(err[0]), str(err[1])) if isinstance(err, list) and len(err) == 2 else ("?", "")
+def _exception(err, ending_iteration: bool = False) -> BaseException:
+    """The exception to raise for an error the other side reported: a built-in type by name, else
+    RemoteError. StopIteration only as the answer to `next`."""
+    name, text = (str(err[0])[:60], str(err[1])[:500]) if isinstance(err, list) and len(err) == 2 else ("?", "")
+    if name == "StopIteration" and ending_iteration:
+        return StopIteration()
     cls = getattr(builtins, name, None)
     if isinstance(cls, type) and issubclass(cls, Exception) and name not in _NOT_RAISED_AS_IS:
         try:
@@ -378,20 +474,11 @@ def _compile_tests(sources: list[str]) -> list:
     return codes
 
 
-def _names_used(codes: list) -> set[str]:
-    names: set[str] = set()
-    stack = [c for c in codes if not isinstance(c, Exception)]
-    while stack:
-        code = stack.pop()
-        names.update(code.co_names)
-        stack.extend(c for c in code.co_consts if isinstance(c, type(code)))
-    return names
-
-
-def program_side(cfg: dict, rfd: int, wfd: int, names: set[str]) -> None:
+def program_side(payload: dict, rfd: int, wfd: int) -> None:
+    """In P: load the program (and the reference's setup code, which is the task's and holds no test), then
+    answer W's requests until W ends P."""
     import types
 
-    chan = Channel(rfd, wfd)
     module = types.ModuleType("solution")
     sys.modules["solution"] = module
     ns = module.__dict__
@@ -402,14 +489,15 @@ def program_side(cfg: dict, rfd: int, wfd: int, names: set[str]) -> None:
             raise NameError(f"name {name!r} is not defined")
         return ns[name]
 
-    chan.resolve_global = resolve
+    chan = ProgramChannel(rfd, wfd, resolve)
     try:
-        exec(compile(cfg["source"], "solution.py", "exec"), ns)
-        if cfg.get("setup"):
-            exec(compile(cfg["setup"], "setup.py", "exec"), ns)
-        # Saves the test runner one round trip per name: the values of every global the tests mention.
-        wanted = names & set(ns)
-        hello = {"loaded": True, "globals": {n: chan.encode(ns[n]) for n in sorted(wanted) if not n.startswith("__")}}
+        exec(compile(payload["source"], "solution.py", "exec"), ns)
+        if payload.get("setup"):
+            exec(compile(payload["setup"], "setup.py", "exec"), ns)
+        # Saves W one round trip per function: a handle on every function and class the program defines.
+        defined = {n: chan.encode(v) for n, v in ns.items()
+                   if not n.startswith("__") and isinstance(v, (types.FunctionType, type))}
+        hello = {"loaded": True, "globals": defined}
     except BaseException as exc:  # noqa: BLE001  (reported: the tests then fail with this reason)
         hello = {"loaded": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
     chan.send(hello)
@@ -475,67 +563,88 @@ def program_names(tests: list[str]) -> set[str]:
     return common if common and not (common - local) else set()
 
 
-def run_tests(cfg: dict, Program) -> dict:
-    """In the zygote: start P, then run each test here. A test passes only if its code returns normally
-    here."""
+def run_tests(cfg: dict, start) -> dict:
+    """In the worker: start P (`start()` returns its `Program`), then run each test here. A test passes only
+    if its code returns normally here. A protocol violation by P, a MemoryError here, or the wall clock
+    running out while this worker was busy fails the job and sets "retire": the worker must not run another."""
     tests = test_sources(cfg)
     codes = _compile_tests(tests)
-    names = _names_used(codes)
-    prog = Program(cfg, lambda rfd, wfd: program_side(cfg, rfd, wfd, names), b"", rpc=True)
+    prog = start()
 
     def wait(fd: int) -> None:
         if not prog.pump(until_fd=fd):
             raise SandboxTimeout() if prog.killed_for == "timeout" else ProgramGone(prog.killed_for or "exited")
 
-    def alarm(signum, frame):
+    alarmed = []
+
+    def alarm(signum, frame):  # the wall clock ran out while the worker itself was busy (in test code)
+        alarmed.append(True)
         raise SandboxTimeout()
 
-    chan = Channel(prog.from_prog, prog.to_prog, wait)
-    from_program = {cfg["entry_point"]} if "check" in cfg else program_names(tests)
+    chan = TestChannel(prog.from_prog, prog.to_prog, wait)
     outcomes = [{"passed": False, "error": "not run"} for _ in tests]
-    load_error = None
-    completed = False
-    ended = "finished"
+    run = {"ended": "finished", "load_error": None, "retire": None, "completed": False}
     signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, max(0.001, prog.hard_deadline - time.monotonic() + 0.05))
     try:
-        try:
-            hello = chan.recv()
-            if not hello.get("loaded"):
-                load_error = str(hello.get("error", "program did not load"))
-            else:
-                prefetched = hello.get("globals")
-                ns = TestNamespace(chan, from_program, prefetched if isinstance(prefetched, dict) else {})
-                if cfg.get("prefix"):
-                    _trusted_helpers(ns, cfg["prefix"], cfg["entry_point"])
-                for i, code in enumerate(codes):
-                    t0 = time.monotonic()
-                    try:
-                        if isinstance(code, Exception):
-                            raise code
-                        exec(code, ns)
-                        outcomes[i] = {"passed": True, "error": None, "seconds": round(time.monotonic() - t0, 4)}
-                    except Exception as exc:  # noqa: BLE001  (a failed test; infrastructure errors are BaseException)
-                        outcomes[i] = {"passed": False, "error": _describe(exc)}
-                completed = True
-        except ProgramGone as exc:
-            ended = "program gone"
-            if not any(o["passed"] for o in outcomes):
-                load_error = load_error or f"program exited: {exc}"
-            _mark_current(outcomes, f"program exited: {exc}")
-        except SandboxTimeout:
-            ended = "timeout"
-            _mark_current(outcomes, "timeout")
+        _run_each(cfg, chan, codes, outcomes, run)
+    except SandboxTimeout:  # the alarm went off while `_run_each` was handling another ending
+        run["ended"] = "timeout"
+        _mark_current(outcomes, "timeout")
     finally:  # whatever happened above, the program is ended and reaped before this job returns
         signal.setitimer(signal.ITIMER_REAL, 0)
         os.close(prog.to_prog)
-        prog.kill(prog.killed_for or ended)
+        prog.kill(prog.killed_for or run["ended"])
         result = prog.finish()
         os.close(prog.from_prog)
-    if load_error and result["status"] == "ok":
+    if run["load_error"] and result["status"] == "ok":
         result["status"] = "error"
-    result.update(tests=outcomes, load_error=load_error, completed=completed)
+    if alarmed:  # it may have cut short any step of the worker's, the handling of a MemoryError included
+        run["retire"] = run["retire"] or "the tests overran the wall clock in the worker"
+    if run["retire"]:
+        run["completed"] = False
+        result.update(status="killed", reason=f"sandbox: {run['retire']}", retire=run["retire"])
+    result.update(tests=outcomes, load_error=run["load_error"], completed=run["completed"])
     return result
+
+
+def _run_each(cfg: dict, chan: TestChannel, codes: list, outcomes: list[dict], run: dict) -> None:
+    """The tests one by one, each outcome recorded as it ends; how the whole run ended goes into `run`."""
+    from_program = {cfg["entry_point"]} if "check" in cfg else program_names(test_sources(cfg))
+    try:
+        hello = chan.recv()
+        if not hello.get("loaded"):
+            run["load_error"] = str(hello.get("error", "program did not load"))[:300]
+            return
+        prefetched = hello.get("globals")
+        ns = TestNamespace(chan, from_program, prefetched if isinstance(prefetched, dict) else {})
+        if cfg.get("prefix"):
+            _trusted_helpers(ns, cfg["prefix"], cfg["entry_point"])
+        for i, code in enumerate(codes):
+            t0 = time.monotonic()
+            try:
+                if isinstance(code, Exception):
+                    raise code
+                exec(code, ns)
+                outcomes[i] = {"passed": True, "error": None, "seconds": round(time.monotonic() - t0, 4)}
+            except MemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001  (a failed test; infrastructure errors are BaseException)
+                outcomes[i] = {"passed": False, "error": _describe(exc)}
+        run["completed"] = True
+    except ProgramGone as exc:
+        run["ended"] = "program gone"
+        if exc.violation:
+            run["retire"] = f"protocol violation: {exc}"
+        elif not any(o["passed"] for o in outcomes):
+            run["load_error"] = run["load_error"] or f"program exited: {exc}"
+        _mark_current(outcomes, f"program exited: {exc}")
+    except MemoryError:
+        run["ended"] = run["retire"] = "the worker's memory limit"
+        _mark_current(outcomes, "MemoryError in the test runner")
+    except SandboxTimeout:
+        run["ended"] = "timeout"
+        _mark_current(outcomes, "timeout")
 
 
 def _trusted_helpers(ns: TestNamespace, prefix: str, entry_point: str) -> None:

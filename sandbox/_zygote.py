@@ -1,17 +1,21 @@
-"""The warm zygote: a clean interpreter, started once per worker inside the sandbox, that clones one
+"""The warm zygote: a clean interpreter, started once per worker inside the sandbox, that runs one
 confined process per program. Standard library only; it never imports the host's packages (torch stays
 out of the workers).
 
 Process tree (inside bubblewrap's user, pid, network, mount, ipc and uts namespaces):
 
-    zygote ──clone(new user, pid, ipc and mount namespaces)──> program P (pid 1 of its pid namespace)
+    worker W (trusted: reads jobs, runs tests) ──fork, before any job──> template T
+    T ──clone(CLONE_PARENT, new user, pid, ipc and mount namespaces)──> program P (a child of W)
 
-The zygote is trusted: it enforces the wall clock, drains and caps P's output, and for unit-test jobs it
-runs the test code itself, calling into P through a pipe (see `_rpc.py`), so P's code never shares an
-interpreter with the tests. P is chrooted into a jail without /proc, works in /sandbox and /tmp (tmpfs
-mounts of its own, capped in bytes and files, gone when it dies), has resource limits, no capabilities,
-no environment, may not create processes (seccomp), and dies with every thread it started when the
-zygote kills it.
+P is cloned from T, never from W. T was forked before W read its first job and never receives anything
+of one but the limits and the file descriptors P needs, so no test, expected value or earlier job exists
+anywhere in P's address space, freed heap included; P reads its own source from a memfd once it is
+confined. W enforces the wall clock, drains and caps P's output, and for unit-test jobs runs the test
+code itself, calling into P through a pipe (see `_rpc.py`), so P's code never shares an interpreter with
+the tests. P is in a session of its own, chrooted into a jail without /proc, works in /sandbox and /tmp
+(tmpfs mounts of its own, capped in bytes and files, gone when it dies), has resource limits, no
+capabilities, no environment, may not create processes or signal anyone but itself (seccomp), and dies
+with every thread it started when W kills it.
 
 Messages on the control pipe are a 4-byte big-endian length followed by JSON.
 """
@@ -19,11 +23,13 @@ Messages on the control pipe are a 4-byte big-endian length followed by JSON.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import resource
 import select
 import signal
+import socket
 import struct
 import sys
 import time
@@ -39,7 +45,8 @@ else:  # run as a script inside the sandbox, with -I (so its own directory is no
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import _rpc
 
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x08000000, 0x10000000, 0x20000000
+CLONE_PARENT, CLONE_NEWNS, CLONE_NEWIPC = 0x00008000, 0x00020000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
 MS_NOSUID, MS_NODEV = 0x2, 0x4
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 1, 4, 28, 38
 SECURE_NOROOT_LOCKED = 0x2F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS, each with its lock
@@ -93,14 +100,15 @@ def _check(ret: int, what: str) -> None:
 # Isolation of one program
 
 
-def _spawn(namespaced: bool) -> int:
-    """fork(), or with namespaces clone() into new user, pid, ipc and mount namespaces, with CPython's fork
-    hooks."""
-    if not namespaced:
-        return os.fork()
+NAMESPACES = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNS
+
+
+def _clone(flags: int) -> int:
+    """clone() with CPython's fork hooks: 0 in the child, the child's pid in the caller."""
+    if _SYS_CLONE is None:
+        raise OSError(0, f"clone: unsupported machine {os.uname().machine}")
     ctypes.pythonapi.PyOS_BeforeFork()
-    flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNS | signal.SIGCHLD
-    pid = _pylibc.syscall(_SYS_CLONE, flags, 0, 0, 0, 0)
+    pid = _pylibc.syscall(_SYS_CLONE, flags | signal.SIGCHLD, 0, 0, 0, 0)
     if pid == 0:
         ctypes.pythonapi.PyOS_AfterFork_Child()
     else:
@@ -136,13 +144,23 @@ def _drop_capabilities() -> None:
 
 # seccomp: the program may start threads but no processes (each process has its own address-space limit,
 # so a process count is what keeps total memory bounded, and RLIMIT_NPROC does not bind a process that is
-# root on the host, as CI is); it may signal only itself and may not trace anything. Foreign ABIs (i386,
+# root on the host, as CI is); it may signal only its own pid (not its group, not 0 or -1) and may not
+# trace anything. Beyond that, the calls Docker's default profile refuses are refused: keyrings (charged to
+# the host user's quota), io_uring, bpf, perf events, userfaultfd, namespaces and mounts, modules, kexec,
+# clocks, NUMA policy, handles to files by id, and reading or writing other processes. Foreign ABIs (i386,
 # x32), whose syscall numbers differ, are refused outright.
+_REFUSED_BOTH = {424: 1, 425: 1, 426: 1, 427: 1, 428: 1, 429: 1, 430: 1, 431: 1, 432: 1, 433: 1, 435: 38,
+                 438: 1, 440: 1, 442: 1}  # pidfd_send_signal, io_uring_*, new mount API, clone3, pidfd_getfd, ...
 _SECCOMP_TABLES = {  # arch, {syscall: errno when refused}, clone, {syscall whose first argument must be us}
-    "x86_64": (0xC000003E, {57: 1, 58: 1, 435: 38, 200: 1, 424: 1, 101: 1, 310: 1, 311: 1}, 56,
-               {62: "kill", 234: "tgkill", 129: "sigqueue", 297: "tgsigqueue"}),
-    "aarch64": (0xC00000B7, {435: 38, 130: 1, 424: 1, 117: 1, 270: 1, 271: 1}, 220,
-                {129: "kill", 131: "tgkill", 138: "sigqueue", 240: "tgsigqueue"}),
+    "x86_64": (0xC000003E, {**_REFUSED_BOTH, **dict.fromkeys(
+        (57, 58, 101, 103, 135, 153, 155, 159, 161, 163, 164, 165, 166, 167, 168, 169, 172, 173, 175, 176, 179,
+         200, 212, 227, 237, 238, 246, 248, 249, 250, 256, 272, 279, 298, 300, 303, 304, 305, 308, 310, 311,
+         312, 313, 320, 321, 323), 1)}, 56,
+        {62: "kill", 234: "tgkill", 129: "sigqueue", 297: "tgsigqueue"}),
+    "aarch64": (0xC00000B7, {**_REFUSED_BOTH, **dict.fromkeys(
+        (18, 39, 40, 41, 51, 58, 60, 89, 92, 97, 104, 105, 106, 112, 116, 117, 130, 142, 170, 171, 217, 218,
+         219, 224, 225, 235, 237, 238, 239, 241, 262, 264, 265, 266, 268, 270, 271, 272, 273, 280, 282, 294), 1)},
+        220, {129: "kill", 131: "tgkill", 138: "sigqueue", 240: "tgsigqueue"}),
 }
 CLONE_THREAD = 0x00010000
 
@@ -161,12 +179,8 @@ def _seccomp_program(pid: int) -> bytes | None:
         ins += [(JEQ, 0, 1, nr), (RET, 0, 0, 0x00050000 | errno)]
     # Each block below ends in a return on every path: after loading the argument nothing falls through.
     ins += [(JEQ, 0, 4, clone), (LD, 0, 0, ARG0), (JSET, 1, 0, CLONE_THREAD), (RET, 0, 0, EPERM), (RET, 0, 0, ALLOW)]
-    for nr, name in own_pid.items():
-        if name == "kill":  # kill(0, sig) is our own process group
-            ins += [(JEQ, 0, 5, nr), (LD, 0, 0, ARG0), (JEQ, 2, 0, pid), (JEQ, 1, 0, 0), (RET, 0, 0, EPERM),
-                    (RET, 0, 0, ALLOW)]
-        else:
-            ins += [(JEQ, 0, 4, nr), (LD, 0, 0, ARG0), (JEQ, 1, 0, pid), (RET, 0, 0, EPERM), (RET, 0, 0, ALLOW)]
+    for nr in own_pid:  # the first argument is a pid (or 0 / negative for a group): ours only
+        ins += [(JEQ, 0, 4, nr), (LD, 0, 0, ARG0), (JEQ, 1, 0, pid), (RET, 0, 0, EPERM), (RET, 0, 0, ALLOW)]
     ins.append((RET, 0, 0, ALLOW))
     return b"".join(struct.pack("<HBBI", *i) for i in ins)
 
@@ -256,14 +270,104 @@ def _close_fds_except(keep: set[int]) -> None:
             low = fd + 1
 
 
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Runner: one program with a wall clock, capped output, and optionally an RPC channel for test code
 
 
-class Program:
-    """A confined child process running `body(rfd, wfd)`; the zygote drains its stdout and stderr."""
+LIMIT_FIELDS = ("timeout_s", "memory_mb", "disk_mb", "inodes", "file_mb", "nproc", "forbid_processes", "uid",
+                "gid", "namespaced")  # all of a job the template process ever sees
 
-    def __init__(self, cfg: dict, body, stdin: bytes, rpc: bool):
+
+class Template:
+    """The process programs are cloned from: forked from the worker before the worker read any job, it
+    receives only limits and file descriptors (over a socket), clones P with CLONE_PARENT so that P is the
+    worker's child, and answers with P's pid."""
+
+    def __init__(self):
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                self.sock.close()
+                _close_fds_except({theirs.fileno()})
+                _template_main(theirs)
+            finally:
+                os._exit(1)
+        theirs.close()
+
+    def spawn(self, limits: dict, fds: list[int]) -> int:
+        socket.send_fds(self.sock, [json.dumps(limits).encode()], fds)
+        reply = self.sock.recv(4096)
+        answer = json.loads(reply) if reply else {"error": "the template process is gone"}
+        if "pid" not in answer:
+            raise OSError(0, f"template: {answer.get('error')}")
+        return answer["pid"]
+
+
+def _template_main(sock: socket.socket) -> None:
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
+        except OSError:
+            return
+        if not msg:
+            return
+        try:
+            limits = json.loads(msg)
+            pid = _clone(CLONE_PARENT | (NAMESPACES if limits["namespaced"] else 0))
+        except BaseException as exc:  # noqa: BLE001  (reported to the worker, which fails the job)
+            reply = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        else:
+            if pid == 0:
+                try:
+                    _program_main(limits, fds)
+                finally:  # the child must never return into the template's loop
+                    os._exit(CONFINEMENT_EXIT)
+            reply = {"pid": pid}
+        for fd in fds:
+            os.close(fd)
+        sock.send(json.dumps(reply).encode())
+
+
+def _program_main(limits: dict, fds: list[int]) -> None:
+    """In P, just cloned from the template: stdio, a session of its own, confinement, and only then its own
+    source, read from a memfd (fd 3); a unit-test job talks to the worker on fds 4 and 5."""
+    try:
+        os.setsid()
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in fds]  # out of the way of 0-5
+        for target, fd in enumerate(high):
+            os.dup2(fd, target)
+        _close_fds_except(set(range(3, len(high))))
+        confine_program(limits, limits["namespaced"], limits.get("workdir"))
+    except BaseException as exc:  # noqa: BLE001  (no program runs unconfined)
+        os.write(2, f"sandbox: confinement failed: {type(exc).__name__}: {exc}\n".encode())
+        os._exit(CONFINEMENT_EXIT)
+    try:
+        with os.fdopen(3, "rb") as f:
+            payload = json.loads(f.read())
+        if payload["kind"] == "run":
+            run_main(payload["source"])
+        else:
+            _rpc.program_side(payload, 4, 5)
+    except BaseException:  # noqa: BLE001
+        pass
+    os._exit(1)
+
+
+class Program:
+    """A confined child process running a job's program; the worker drains its stdout and stderr."""
+
+    def __init__(self, cfg: dict, template: Template, stdin: bytes, rpc: bool):
         self.cfg, self.namespaced = cfg, cfg["namespaced"]
         self.limit = cfg["output_limit"]
         self.out, self.err = bytearray(), bytearray()
@@ -274,51 +378,35 @@ class Program:
         self.timeout = cfg["timeout_s"]
         self.deadline = self.start + self.timeout
         self.hard_deadline = self.start + WALL_FACTOR * self.timeout
-        stdin_fd = os.memfd_create("stdin")
-        os.write(stdin_fd, stdin)
-        os.lseek(stdin_fd, 0, os.SEEK_SET)
+        payload = {"kind": cfg["kind"], "source": cfg["source"], "setup": cfg.get("setup") or ""}
+        stdin_fd = _memfd("stdin", stdin)
+        payload_fd = _memfd("program", json.dumps(payload).encode())
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        chan = (os.pipe(), os.pipe()) if rpc else None  # (zygote -> P), (P -> zygote)
-        workdir = None
+        chan = (os.pipe(), os.pipe()) if rpc else None  # (worker -> P), (P -> worker)
+        limits = {key: cfg[key] for key in LIMIT_FIELDS if key in cfg}
+        self.workdir = None
         if not self.namespaced:
             import tempfile
 
             # Under bubblewrap without nested namespaces only the jail's directories are writable.
             parent = JAIL + WORKDIR if os.path.isdir(JAIL + WORKDIR) else None
-            workdir = tempfile.mkdtemp(prefix="sandbox-", dir=parent)
-            os.chmod(workdir, 0o700)
-        self.workdir = workdir
-        self.pid = _spawn(self.namespaced)
-        if self.pid == 0:
-            try:
-                if not self.namespaced:
-                    os.setsid()
-                os.dup2(stdin_fd, 0)
-                os.dup2(out_w, 1)
-                os.dup2(err_w, 2)
-                keep = {chan[0][0], chan[1][1]} if chan else set()
-                _close_fds_except(keep)
-                try:
-                    confine_program(cfg, self.namespaced, workdir)
-                except BaseException as exc:  # noqa: BLE001  (no program runs unconfined)
-                    os.write(2, f"sandbox: confinement failed: {type(exc).__name__}: {exc}\n".encode())
-                    os._exit(CONFINEMENT_EXIT)
-                body(chan[0][0] if chan else None, chan[1][1] if chan else None)
-            except BaseException:  # noqa: BLE001  (the child must never return into the zygote's loop)
-                pass
-            os._exit(1)
+            self.workdir = limits["workdir"] = tempfile.mkdtemp(prefix="sandbox-", dir=parent)
+            os.chmod(self.workdir, 0o700)
+        given = [stdin_fd, out_w, err_w, payload_fd] + ([chan[0][0], chan[1][1]] if chan else [])
+        try:
+            self.pid = template.spawn(limits, given)
+        finally:
+            for fd in given:
+                os.close(fd)
         try:
             self.pidfd: int | None = os.pidfd_open(self.pid)
         except (AttributeError, OSError):  # kernels before 5.3: poll for P's exit instead
             self.pidfd = None
-        for fd in (stdin_fd, out_w, err_w):
-            os.close(fd)
         self.fds = {out_r: self.out, err_r: self.err}
         if chan:
-            os.close(chan[0][0])
-            os.close(chan[1][1])
             self.to_prog, self.from_prog = chan[0][1], chan[1][0]
+        self.template_pid = template.pid
         self.status: int | None = None
         self.killed_for: str | None = None
 
@@ -361,6 +449,15 @@ class Program:
                     return False
                 buf += chunk
         return False
+
+    def _drain(self) -> None:
+        """Keep what P wrote before it was ended (up to the output limit), without waiting for more."""
+        for fd, buf in self.fds.items():
+            while len(buf) < self.limit and select.select([fd], [], [], 0)[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                buf += chunk[: self.limit - len(buf)]
 
     def _stretch(self) -> bool:
         """At the deadline: move it later if P has used less CPU time than the limit, up to the hard one."""
@@ -406,7 +503,8 @@ class Program:
                 self.status = 0
             else:
                 self.status = os.waitpid(self.pid, 0)[1]
-        _reap_orphans(self.namespaced)
+        _reap_orphans(self.namespaced, self.template_pid)
+        self._drain()
         for fd in list(self.fds) + ([self.pidfd] if self.pidfd is not None else []):
             os.close(fd)
         self.fds = {}
@@ -448,9 +546,9 @@ def _signal_name(code: int) -> str:
         return f"killed by signal {-code}"
 
 
-def _reap_orphans(namespaced: bool) -> None:
+def _reap_orphans(namespaced: bool, template_pid: int) -> None:
     """Reap children that have exited. Without namespaces, also kill the processes that left P's group and
-    reparented to the zygote (a subreaper), and wait for them."""
+    reparented to the worker (a subreaper), and wait for them; the template is the one child to keep."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -462,7 +560,7 @@ def _reap_orphans(namespaced: bool) -> None:
             return
         try:
             with open("/proc/self/task/%d/children" % os.getpid()) as f:
-                kids = [int(p) for p in f.read().split()]
+                kids = [int(p) for p in f.read().split() if int(p) != template_pid]
         except OSError:
             kids = []
         for kid in kids:
@@ -509,19 +607,41 @@ def run_main(source: str, name: str = "__main__") -> None:
     os._exit(code)
 
 
-def serve(cfg: dict) -> dict:
-    """One job. "run": a program with stdin. "tests": a program plus trusted test code run right here."""
+def serve(cfg: dict, template: Template) -> dict:
+    """One job. "run": a program with stdin. "tests": a program plus trusted test code run right here.
+    A result with "retire" set means this worker saw something it must not outlive (see `main`)."""
     try:
         if cfg["kind"] == "run":
-            source = cfg["source"]
-            prog = Program(cfg, lambda _in, _out: run_main(source), cfg.get("stdin", "").encode(), rpc=False)
-            return prog.finish()
-        return _rpc.run_tests(cfg, Program)
+            return Program(cfg, template, cfg.get("stdin", "").encode(), rpc=False).finish()
+        _limit_own_memory(cfg["memory_mb"])
+        try:
+            return _rpc.run_tests(cfg, lambda: Program(cfg, template, b"", rpc=True))
+        finally:
+            _limit_own_memory(None)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001  (reported as a sandbox failure, never as a pass)
-        return {"status": "killed", "reason": f"sandbox error: {type(exc).__name__}: {exc}", "stdout": "",
-                "stderr": "", "exit_code": None, "duration_s": 0.0}
+        reason = f"sandbox error: {type(exc).__name__}: {exc}"[:300]
+        return {"status": "killed", "reason": reason, "stdout": "", "stderr": "", "exit_code": None,
+                "duration_s": 0.0, "retire": reason}
+
+
+_BASELINE_BYTES = 0  # the worker's address space once warm, before any job (set in `main`)
+_OWN_SLACK = 64 << 20  # for the test code's own values and the messages in flight
+
+
+def _limit_own_memory(memory_mb: int | None) -> None:
+    """While tests run here, this worker may grow by what the program itself may use, and no more: values
+    a program returns (a huge range that a test turns into a tuple) then end in a MemoryError here, which
+    retires the worker, instead of taking the host's memory."""
+    soft = resource.RLIM_INFINITY if memory_mb is None else _BASELINE_BYTES + (memory_mb << 20) + _OWN_SLACK
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    resource.setrlimit(resource.RLIMIT_AS, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+
+
+def _address_space_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def probe_namespaces(cfg: dict) -> str | None:
@@ -529,7 +649,7 @@ def probe_namespaces(cfg: dict) -> str | None:
     if _SYS_CLONE is None:
         return f"unsupported machine {os.uname().machine}"
     try:
-        pid = _spawn(True)
+        pid = _clone(NAMESPACES)
     except OSError as exc:
         return f"cannot create namespaces ({exc.strerror or exc})"
     if pid == 0:
@@ -548,26 +668,32 @@ def probe_namespaces(cfg: dict) -> str | None:
 
 
 def main() -> None:
+    global _BASELINE_BYTES
     ctl_in, ctl_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     os.close(devnull)
-    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # programs may not read or write the zygote's memory
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # programs may not read or write the worker's memory
     ids = {"uid": os.getuid(), "gid": os.getgid()}
     import gc
 
-    gc.freeze()  # the collector in a program then leaves the zygote's objects (and their pages) alone
+    gc.freeze()  # the collector in a program then leaves the warm objects (and their pages) alone
     if os.environ.get("SANDBOX_ISOLATION") == "bwrap":
         problem = probe_namespaces(ids)
     else:
         problem = "not started under bubblewrap"
     if problem is not None:
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # daemons that leave P's group come back to us
+    template = Template()  # before the first job is read: what P is cloned from has never seen one
+    _BASELINE_BYTES = _address_space_bytes()
     write_msg(ctl_out, {"ready": True, "namespaced": problem is None, "problem": problem})
     while (cfg := read_msg(ctl_in)) is not None:
         cfg.update(ids, namespaced=problem is None)
-        write_msg(ctl_out, serve(cfg))
+        result = serve(cfg, template)
+        write_msg(ctl_out, result)
+        if result.get("retire"):  # integrity over throughput: the host starts a fresh worker
+            return
 
 
 if __name__ == "__main__":

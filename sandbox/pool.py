@@ -28,10 +28,22 @@ from sandbox import _zygote
 TMPFS_MB = 64  # the jail's /tmp and working directory, used as they are only where programs cannot mount
 ZYGOTE_DIR = os.path.dirname(os.path.abspath(_zygote.__file__))
 NAMESPACE_WARNING = (
-    "sandbox: Linux namespaces are unavailable ({why}); programs run with resource limits and a "
-    "process-group kill only: no filesystem, network or process isolation. Install bubblewrap "
-    "(apt-get install bubblewrap) on a kernel that allows user namespaces."
+    "sandbox: Linux namespaces are unavailable ({why}); as asked (--unsafe-no-isolation), programs run "
+    "with resource limits, seccomp and a session of their own only: no filesystem, network or process "
+    "isolation. Install bubblewrap (apt-get install bubblewrap) on a kernel that allows user namespaces."
 )
+UNSAFE_ENV = "REASONER_UNSAFE_NO_ISOLATION"  # "1": what `reasoner --unsafe-no-isolation` sets
+
+
+class SandboxUnavailable(RuntimeError):
+    """No isolation can be had here and the user did not accept running code without it."""
+
+
+def _refusal(why: str) -> str:
+    return (f"sandbox: Linux namespaces are unavailable ({why}), so model-written code cannot be isolated "
+            f"here and is not run. Install bubblewrap (apt-get install bubblewrap) on a kernel that allows "
+            f"unprivileged user namespaces, or accept resource limits without isolation with "
+            f"`reasoner --unsafe-no-isolation ...` ({UNSAFE_ENV}=1, or Sandbox(unsafe_no_isolation=True)).")
 
 
 def _bwrap_command(python: str) -> list[str] | None:
@@ -192,11 +204,16 @@ def _start_zygote(prefer_namespaces: bool) -> Zygote:
 class Sandbox:
     """A pool of zygotes; `run` sends one job to an idle one, `map` keeps every worker busy."""
 
-    def __init__(self, workers: int | None = None, namespaces: bool = True):
-        """`workers` warm processes (default: one per usable core). `namespaces=False` forces the degraded mode
-        that machines without bubblewrap or user namespaces get (for tests and comparisons)."""
+    def __init__(self, workers: int | None = None, namespaces: bool = True, unsafe_no_isolation: bool | None = None):
+        """`workers` warm processes (default: one per usable core). Where namespaces cannot be had (or
+        `namespaces=False`, for tests and comparisons), programs are refused with `SandboxUnavailable`
+        unless `unsafe_no_isolation` (default: the environment variable REASONER_UNSAFE_NO_ISOLATION=1)
+        accepts running them with limits only."""
         self.workers = max(1, workers or usable_cores())
         self.prefer_namespaces = namespaces
+        if unsafe_no_isolation is None:
+            unsafe_no_isolation = os.environ.get(UNSAFE_ENV, "") not in ("", "0")
+        self.unsafe_no_isolation = unsafe_no_isolation
         self._idle: queue.SimpleQueue[Zygote] = queue.SimpleQueue()
         self._started = 0
         self._lock = threading.Lock()
@@ -224,6 +241,9 @@ class Sandbox:
                 self._started -= 1
             raise
         self.namespaced, self.problem = zygote.namespaced, zygote.problem
+        if not zygote.namespaced and not self.unsafe_no_isolation:
+            self._discard(zygote)
+            raise SandboxUnavailable(_refusal(zygote.problem))
         if not zygote.namespaced and not self._warned:
             self._warned = True
             warnings.warn(NAMESPACE_WARNING.format(why=zygote.problem), RuntimeWarning, stacklevel=4)
@@ -297,17 +317,20 @@ class Sandbox:
                 t0 = time.monotonic()
                 head = inflight.popleft()
                 result = zygote.receive(cfgs[head])
+                lost = result is None or "retire" in result
                 if result is None:  # the worker died or hung on this job: it counts as killed, never passed
                     result = {"status": "killed", "reason": "sandbox worker died", "exit_code": None,
                               "stdout": "", "stderr": "", "duration_s": time.monotonic() - t0}
-                    todo.extendleft(reversed(inflight))  # queued behind it, never started: run elsewhere
-                    inflight.clear()
-                    results[head] = self._annotate(result, zygote)
-                    self._discard(zygote)
-                    zygote = None
-                    zygote = self._acquire()
-                    continue
                 results[head] = self._annotate(result, zygote)
+                if not lost:
+                    continue
+                # The worker is gone, or saw something it must not outlive (it exits by itself): jobs queued
+                # behind this one never started there and run elsewhere.
+                todo.extendleft(reversed(inflight))
+                inflight.clear()
+                self._discard(zygote)
+                zygote = None
+                zygote = self._acquire()
         finally:
             if zygote is not None:
                 if inflight:  # an exception left results in the pipe: this worker cannot be reused

@@ -7,6 +7,7 @@ program run with `run_python`.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import textwrap
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import RunResult, Sandbox, job
+from sandbox import RunResult, Sandbox, SandboxUnavailable, job
 from verifiers.code_tests import CodeVerifier
 
 TIMEOUT = 0.5  # CPU seconds; the wall clock allows twice that
@@ -438,12 +439,296 @@ def test_patching_the_harness_through_shared_state(verifier):
     attack(verifier, WRONG + textwrap.dedent(source))
 
 
+# -- what the program may know: never the tests -------------------------------------------------------------
+
+# A generic cheat, as a policy would write it: it solves nothing, it looks for the tests. It reads every
+# string it can reach (containers the collector tracks, frames, code constants) and the raw heap pages
+# around every object, freed memory included, parses `assert f(args) == expected` lines and answers from
+# that table. Where the tests are in its memory, it passes (see the control below); the sandbox must make
+# sure they never are.
+LOOKUP_SOURCE = r'''
+import ast, builtins, ctypes, gc, re, sys
+
+_ASSERT = re.compile(r"assert\s+(?:abs\()?\s*([A-Za-z_]\w*)\((.*)\)\s*==\s*(.+)")
+
+def _texts():
+    seen, out, addresses = set(), [], []
+    def take(x):
+        if isinstance(x, str) and len(x) > 10 and id(x) not in seen:
+            seen.add(id(x))
+            out.append(x)
+    for obj in gc.get_objects():
+        addresses.append(id(obj))
+        if isinstance(obj, dict):
+            for k, v in list(obj.items()):
+                take(k)
+                take(v)
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            for v in list(obj):
+                take(v)
+        elif type(obj).__name__ == "code":
+            for v in obj.co_consts:
+                take(v)
+    frame = sys._getframe()
+    while frame is not None:
+        for v in list(frame.f_locals.values()) + list(frame.f_globals.values()):
+            take(v)
+        frame = frame.f_back
+    pages = []
+    for page in sorted({a >> 12 for a in addresses}):
+        pages.append(ctypes.string_at(page << 12, 4096))
+    out.append(b"\n".join(pages).decode("latin-1"))
+    return out
+
+def table():
+    if "_answers" not in builtins.__dict__:
+        rows = {}
+        for text in _texts():
+            for line in re.split(r"[\n\x00]", text) if "assert" in text else []:
+                m = _ASSERT.search(line.strip())
+                if m:
+                    name, args, expected = m.groups()
+                    expected = expected.strip()
+                    if expected.count(")") > expected.count("("):
+                        expected = expected[:expected.rindex(")")]
+                    try:
+                        rows.setdefault(name, {})[repr(ast.literal_eval("(" + args + ",)"))] = ast.literal_eval(expected)
+                    except Exception:
+                        pass
+        builtins._answers = rows
+    return builtins._answers
+
+def lookup(args, name):
+    rows = table()
+    for table_name in [name] if name in rows else list(rows):
+        if repr(tuple(args)) in rows[table_name]:
+            return rows[table_name][repr(tuple(args))]
+    return None
+'''
+
+
+def lookup_body() -> str:
+    """The cheat as the body of a HumanEval function (the prompt supplies the `def` line)."""
+    return ("    _args = tuple(locals().values())\n    _g = {}\n    exec(" + repr(LOOKUP_SOURCE) + ", _g)\n"
+            "    return _g['lookup'](_args, 'candidate')\n")
+
+
+def lookup_program() -> str:
+    """The cheat as an MBPP program: it defines whatever names the tests it finds call."""
+    return ("_g = {}\nexec(" + repr(LOOKUP_SOURCE) + ", _g)\nfor _name in list(_g['table']()):\n"
+            "    globals()[_name] = (lambda n: lambda *a: _g['lookup'](a, n))(_name)\n")
+
+
+def test_the_lookup_table_cheat_works_where_the_tests_are_in_memory(verifier):
+    """The control: handed its tests (as a program that could read them would be), the cheat passes, so the
+    tests below measure the sandbox, not a broken cheat."""
+    tests = ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]
+    leaked = f"_SEEN = {chr(10).join(tests)!r}\n"
+    assert verifier.verify(f"```python\n{leaked}{lookup_program()}\n```", {"tests": tests}).correct
+
+
+def test_the_tests_are_nowhere_in_the_programs_memory(verifier):
+    """Neither this job's tests nor an earlier job's, in any object, frame or heap page the program can
+    read: it is cloned from a process that never saw a job."""
+    marker = "7f3a9c-expected-value"
+    earlier = {"tests": [f"assert add(1, 2) == 3  # {marker}-earlier"]}
+    verifier.verify("def add(a, b):\n    return a + b\n", earlier)
+    reference = {"tests": [f"assert add(1, 2) == 3  # {marker}", "assert add(2, 2) == 4"]}
+    # The needles are written backwards and turned round only after the snapshot, so that the program's
+    # own source cannot be what it finds.
+    scan = LOOKUP_SOURCE + textwrap.dedent(f"""
+        texts = _texts()
+        needles = [{marker[::-1]!r}[::-1], {"add(2, 2)"[::-1]!r}[::-1]]
+        found = [t for t in texts if any(n in t for n in needles)]
+        print("found", len(found), flush=True)
+        def add(a, b):
+            return a - b
+    """)
+    for _ in range(2):  # on both workers
+        verdict = attack(verifier, scan, reference)
+        assert verdict.details["tests"][0]["error"].startswith("AssertionError")
+    assert verifier.sandbox.run(job("tests", TIMEOUT, 256, source=scan, **reference))["stdout"] == "found 0\n"
+
+
+def test_the_lookup_table_cheat_passes_nothing(verifier, shared_data):
+    rows = [json.loads(line) for line in (shared_data / "humaneval.jsonl").read_text().splitlines()][:12]
+    pairs = [(row["prompt"] + lookup_body(),
+              {"test": row["test"], "entry_point": row["entry_point"], "prompt_prefix": row["prompt"]}) for row in rows]
+    assert not any(v.correct for v in verifier.verify_batch(pairs))
+    rows = [json.loads(line) for line in (shared_data / "mbpp.jsonl").read_text().splitlines()][:12]
+    pairs = [(f"```python\n{lookup_program()}\n```", {"tests": row["test_list"], "setup": row["test_setup_code"]})
+             for row in rows]
+    assert not any(v.correct for v in verifier.verify_batch(pairs))
+
+
+@pytest.mark.slow
+def test_the_lookup_table_cheat_passes_no_public_task(shared_data):
+    """Every HumanEval and MBPP task: the cheat passes 0 of 164 and 0 of 974."""
+    verifier = CodeVerifier(timeout_s=5.0)
+    rows = [json.loads(line) for line in (shared_data / "humaneval.jsonl").read_text().splitlines()]
+    pairs = [(row["prompt"] + lookup_body(),
+              {"test": row["test"], "entry_point": row["entry_point"], "prompt_prefix": row["prompt"]}) for row in rows]
+    passed = [row["task_id"] for row, v in zip(rows, verifier.verify_batch(pairs)) if v.correct]
+    assert (len(rows), passed) == (164, [])
+    rows = [json.loads(line) for line in (shared_data / "mbpp.jsonl").read_text().splitlines()]
+    pairs = [(f"```python\n{lookup_program()}\n```", {"tests": row["test_list"], "setup": row["test_setup_code"]})
+             for row in rows]
+    passed = [row["task_id"] for row, v in zip(rows, verifier.verify_batch(pairs)) if v.correct]
+    assert (len(rows), passed) == (974, [])
+
+
+# -- what crosses from the tests to the program: plain data, or a proxy to call or advance --------------------
+
+CALLBACKS = {"tests": [
+    "assert apply(lambda x: x * 2, 3) == 6",
+    "assert total((i for i in range(4))) == 6",
+    "assert total(iter([1, 2, 3])) == 6",
+    "assert Seq([1, 2, 3, 4])[1:3] == [2, 3]",
+    "assert 3 in Seq([1, 2, 3])",
+]}
+HONEST_CALLBACKS = """
+def apply(f, x):
+    return f(x)
+def total(it):
+    return sum(it)
+class Seq:
+    def __init__(self, items):
+        self.items = list(items)
+    def __getitem__(self, key):
+        return self.items[key]
+    def __iter__(self):
+        return iter(self.items)
+"""
+
+
+def test_callables_iterators_and_slices_still_cross(verifier):
+    verdict = verifier.verify(HONEST_CALLBACKS, CALLBACKS)
+    assert verdict.correct, verdict
+
+
+@pytest.mark.parametrize("reach", [
+    "f.__globals__['__builtins__']['exec']", "f.__code__", "f.__closure__", "f.__dict__",
+    "getattr(f, '__self__', None)", "str(f)", "f[0]", "len(f)", "iter(f)",
+    "it.gi_frame.f_globals", "it.gi_code", "it.throw", "it.send(None)", "it[0]", "len(it)", "it()",
+])
+def test_a_handle_on_a_test_object_gives_nothing_but_calls(verifier, sandbox, reach):
+    """A lambda or generator the tests pass is a proxy: any use other than calling or advancing it (or
+    asking its truth) is a protocol violation that fails the job and retires the worker; later jobs pass
+    and fail as they should."""
+    source = HONEST_CALLBACKS.replace("    return f(x)", f"    it = f\n    {reach}\n    return f(x)").replace(
+        "    return sum(it)", f"    f = it\n    {reach}\n    return sum(it)")
+    verdict = attack(verifier, source, CALLBACKS)
+    assert "protocol violation" in verdict.reason, verdict
+    assert verifier.verify(HONEST_CALLBACKS, CALLBACKS).correct
+    assert not verifier.verify("def apply(f, x) return", CALLBACKS).correct
+    still_works(sandbox)
+
+
+def test_a_test_object_that_is_neither_data_nor_callable_is_refused(verifier):
+    reference = {"setup": "", "tests": ["class Box:\n    pass\nassert apply(lambda b: 1, Box()) == 1"]}
+    verdict = verifier.verify(HONEST_CALLBACKS, reference)
+    assert not verdict.correct and "plain data, callables and iterators" in verdict.details["tests"][0]["error"]
+
+
+def test_forged_messages_retire_the_worker(verifier, sandbox):
+    source = WRONG + "import os\nos.write(5, b'\\x00\\x00\\x00\\x0b{\"re\": 999}')\n"
+    verdict = attack(verifier, source)
+    garbage = attack(verifier, WRONG + "import os\nos.write(5, b'\\xff' * 64)\n")
+    assert "protocol violation" in verdict.reason + garbage.reason or "program exited" in verdict.reason
+    assert verifier.verify(WRONG.replace("-", "+"), REFERENCE).correct
+
+
+def test_stop_iteration_from_the_program_does_not_end_a_test(verifier):
+    reference = {"tests": ["assert all(map(lambda x: add(x, 1) == x + 1, [1, 2, 3]))",
+                           "assert list(add(x, 1) for x in [1, 2]) == [2, 3]"]}
+    verdict = attack(verifier, "def add(a, b):\n    raise StopIteration\n", reference)
+    assert not any(t["passed"] for t in verdict.details["tests"]), verdict
+
+
+# -- signals, keyrings and other kernel surface ----------------------------------------------------------------
+
+
+def test_signals_reach_no_one_but_the_program(verifier, sandbox):
+    """Its own session and process group, and seccomp: kill(0), killpg, kill(-1) are refused, so neither
+    SIGTERM nor SIGSTOP reaches the worker."""
+    source = """
+    import os, signal
+    refused = []
+    print(os.getsid(0) == os.getpid(), os.getpgrp() == os.getpid())
+    for sig in (signal.SIGSTOP, signal.SIGTERM):
+        for target in (lambda: os.kill(0, sig), lambda: os.killpg(os.getpgrp(), sig), lambda: os.kill(-1, sig)):
+            try:
+                target()
+            except PermissionError:
+                refused.append(sig)
+    print(len(refused))
+    """
+    t0 = time.monotonic()
+    attack(verifier, WRONG + textwrap.dedent(source))
+    result = run(sandbox, source)
+    assert result.stdout == "True True\n6\n", result
+    assert time.monotonic() - t0 < QUICK
+    still_works(sandbox)
+
+
+def test_keyrings_io_uring_and_other_kernel_surface_are_refused(sandbox):
+    numbers = {"x86_64": {"add_key": 248, "keyctl": 250, "io_uring_setup": 425, "bpf": 321,
+                          "perf_event_open": 298, "userfaultfd": 323, "unshare": 272, "setns": 308, "mount": 165,
+                          "ptrace": 101, "process_vm_readv": 310, "pidfd_getfd": 438, "kcmp": 312},
+               "aarch64": {"add_key": 217, "keyctl": 219, "io_uring_setup": 425, "bpf": 280,
+                           "perf_event_open": 241, "userfaultfd": 282, "unshare": 97, "setns": 268, "mount": 40,
+                           "ptrace": 117, "process_vm_readv": 270, "pidfd_getfd": 438, "kcmp": 272}}
+    table = numbers.get(os.uname().machine)
+    if table is None:
+        pytest.skip("no syscall table for this machine")
+    source = f"""
+    import ctypes, errno
+    libc = ctypes.CDLL(None, use_errno=True)
+    allowed = []
+    for name, nr in {table!r}.items():
+        args = (b"user", b"k", b"x", 1, -3) if name == "add_key" else (0, 0, 0, 0, 0)
+        if libc.syscall(nr, *args) != -1 or ctypes.get_errno() != errno.EPERM:
+            allowed.append((name, ctypes.get_errno()))
+    print(allowed)
+    """
+    result = run(sandbox, source)
+    assert result.stdout == "[]\n", result
+
+
+# -- the worker's own memory -----------------------------------------------------------------------------------
+
+
+def test_values_cannot_grow_the_worker_past_the_programs_limit(verifier, sandbox):
+    """A range is cheap to send and dear to expand: the worker may grow by what the program may use (256 MB
+    here) and no more; past that the test fails and the worker is retired. Absurd lengths do not cross."""
+    patient = CodeVerifier(timeout_s=5.0, memory_mb=256, sandbox=sandbox)  # so that memory, not time, runs out
+    huge = "def add(a, b):\n    return range(10**7)\n"
+    verdict = attack(patient, huge, {"tests": ["assert tuple(add(1, 2)) == (3,)"]})
+    assert "memory" in verdict.reason, verdict
+    absurd = attack(verifier, "def add(a, b):\n    return range(10**12)\n", {"tests": ["assert len(add(1, 2)) == 3"]})
+    assert "protocol violation" in absurd.reason
+    assert verifier.verify("def add(a, b):\n    return range(a, b + 1)\n",
+                           {"tests": ["assert tuple(add(1, 3)) == (1, 2, 3)"]}).correct
+    still_works(sandbox)
+
+
 # -- without namespaces ------------------------------------------------------------------------------------
 
 
-def test_without_namespaces_it_still_limits_and_says_so(tmp_path):
-    """Machines without bubblewrap or user namespaces: limits, process-group kill, seccomp, and a warning."""
-    sb = Sandbox(workers=1, namespaces=False)
+def test_without_namespaces_nothing_runs_unless_the_user_accepts_it():
+    """No isolation, no untrusted code: the sandbox refuses, and says what to install or which flag to pass."""
+    sb = Sandbox(workers=1, namespaces=False, unsafe_no_isolation=False)
+    try:
+        with pytest.raises(SandboxUnavailable, match="--unsafe-no-isolation"):
+            run(sb, "print('hi')")
+    finally:
+        sb.close()
+
+
+def test_without_namespaces_when_accepted_it_still_limits_and_says_so(tmp_path):
+    """Machines without bubblewrap or user namespaces, where the user passed --unsafe-no-isolation: limits,
+    a session of its own, seccomp, and a warning in every result."""
+    sb = Sandbox(workers=1, namespaces=False, unsafe_no_isolation=True)
     try:
         with pytest.warns(RuntimeWarning, match="namespaces"):
             first = run(sb, "print('hi')")
@@ -470,7 +755,9 @@ def test_a_bubblewrap_that_cannot_start_is_reported(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setattr("sandbox.pool.shutil.which", lambda name: str(fake) if name == "bwrap" else None)
-    sb = Sandbox(workers=1)
+    with pytest.raises(SandboxUnavailable, match="No permissions to create new namespace"):
+        Sandbox(workers=1, unsafe_no_isolation=False).run(job("run", source="print(1)"))
+    sb = Sandbox(workers=1, unsafe_no_isolation=True)
     try:
         with pytest.warns(RuntimeWarning, match="No permissions to create new namespace"):
             result = run(sb, "print(1)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -25,6 +26,9 @@ def _module(name: str):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reasoner", description="RL from verifiable rewards on math and code.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--unsafe-no-isolation", action="store_true",
+                        help="where Linux namespaces are unavailable, run model-written code anyway, with "
+                             "resource limits only (no filesystem, network or process isolation)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command, module_name in STAGES.items():
         module = _module(module_name)
@@ -65,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.common import setup_logging
 
     args = build_parser().parse_args(argv)
+    if args.unsafe_no_isolation:  # read by the sandbox in this process and in every rank it launches
+        from sandbox.pool import UNSAFE_ENV
+
+        os.environ[UNSAFE_ENV] = "1"
     if args.command == "verifiers":
         import verifiers
 
@@ -76,11 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     from data.records import DataError
     from reasoner.alarms import AlarmStop
     from reasoner.modeling import ModelDirError
+    from sandbox import SandboxUnavailable
     from verifiers import UnknownVerifierError
 
     try:
         _module(args.module).run_stage(config)
-    except (DataError, ModelDirError, UnknownVerifierError, ValueError, FileNotFoundError) as exc:
+    except (DataError, ModelDirError, UnknownVerifierError, SandboxUnavailable, ValueError, FileNotFoundError) as exc:
         logging.getLogger("reasoner").debug("failed", exc_info=True)
         print(f"reasoner {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -8,47 +8,70 @@
 Threat model
 ------------
 The program is hostile: an RL policy rewarded for passing tests will find any hole that pays. We assume
-it may run arbitrary Python, including `ctypes`, and may try to (1) hurt or read the host: exhaust CPU,
-memory, processes, threads, disk or output; read files, the environment or the network; kill or outlive
-its parent; or (2) fake a pass: exit with status 0 before the tests run (`sys.exit`, `os._exit`,
-`atexit`, exception hooks, trace functions, signal handlers), print what a harness looks for, redefine
-`check`, or return objects whose `__eq__` always says yes.
+it may run arbitrary Python, including `ctypes` and raw system calls, and may try to (1) hurt or read the
+host: exhaust CPU, memory, processes, threads, disk or output; read files, the environment or the
+network; kill, freeze or outlive its parent; (2) fake a pass: exit with status 0 before the tests run,
+print what a harness looks for, redefine `check`, return objects whose `__eq__` always says yes, raise
+StopIteration into a test's `all(map(...))`; (3) read the answers: find the tests or the expected values
+anywhere in its own memory (objects, frames, freed heap) and answer from a lookup table; (4) tamper with
+the trusted side: use a handle on a test's object to reach the worker's builtins, or send messages that
+make it misbehave for this or a later job.
 
-Against (1), each program runs in its own process, cloned from a warm zygote worker that was started once
-under bubblewrap (Debian package `bubblewrap`) with new user, pid, network, mount, ipc and uts namespaces
-and a cleared environment. Each program gets user, pid, ipc and mount namespaces of its own and is
-chrooted into a jail that shows only read-only /usr, /lib*, the Python installation and a minimal /dev,
-plus two tmpfs mounts of its own, capped in bytes and in files: its working directory /sandbox and /tmp.
-There is no /proc or /sys (where the host runs as root, as CI does, uid 0 would otherwise get the
-owner's rights on the kernel's global settings in /proc/sys). The program is pid 1 of its namespace,
-holds no capabilities, may start threads but no processes and signal or trace nobody but itself
-(seccomp; pid_max of its namespace is the kernel's minimum as a second cap), and has limits on CPU time,
-address space, stack, file size, open files and core dumps. Its time limit counts CPU time, so that a
-busy machine does not turn a correct program into a timeout, and a wall clock at twice the limit ends
+Against (1), each program runs in its own process, cloned from a warm worker that was started once under
+bubblewrap (Debian package `bubblewrap`) with new user, pid, network, mount, ipc and uts namespaces and a
+cleared environment. Each program gets user, pid, ipc and mount namespaces of its own, a session and
+process group of its own, and is chrooted into a jail that shows only read-only /usr, /lib*, the Python
+installation and a minimal /dev, plus two tmpfs mounts of its own, capped in bytes and in files: its
+working directory /sandbox and /tmp. There is no /proc or /sys (where the host runs as root, as CI does,
+uid 0 would otherwise get the owner's rights on the kernel's global settings in /proc/sys). The program is
+pid 1 of its namespace, holds no capabilities, and under seccomp may start threads but no processes,
+signal nobody but its own pid (not its group, not 0 or -1), trace nobody, and make none of the calls
+Docker's default profile refuses (keyrings, io_uring, bpf, perf events, userfaultfd, namespaces, mounts,
+modules, clocks); pid_max of its namespace is the kernel's minimum as a second cap. It has limits on CPU
+time, address space, stack, file size, open files and core dumps. Its time limit counts CPU time, so that
+a busy machine does not turn a correct program into a timeout, and a wall clock at twice the limit ends
 one that sleeps; either kills it, and with it everything in its pid namespace. Stdout and stderr are
 capped. Its only network interface is the loopback of the worker's network namespace. Network and uts
 namespaces are per worker, used by its programs one after another: a program holds no capability there
 and nothing of it survives its death there; one per program would cost about a third of the throughput.
 
-Against (2), test code never runs in the program's interpreter. The worker, a separate trusted process,
-executes the tests and calls the program's functions through a pipe; what comes back is decoded as plain
-data (numbers, strings, containers), never unpickled, so no object of the program's making ever reaches a
-comparison. Built-in and standard-library names in the tests (`abs`, `len`, `math`) are the worker's
-own, and HumanEval helpers (`poly`) come from the task's prompt, not from the program. A test passes only
-when the worker itself ran it to its end; the program's exit status and output count for nothing in a
-unit-test job (see `_rpc.py`).
+Against (2) and (4), test code never runs in the program's interpreter. The worker, a separate trusted
+process, executes the tests and calls the program's functions through a pipe; what comes back is decoded
+as plain data (numbers, strings, containers), never unpickled, within size caps, so no object of the
+program's making ever reaches a comparison. The program receives plain data too; a callable or iterator
+a test passes to it becomes a proxy it may call or advance and nothing else, and any other request, or a
+malformed message, is a protocol violation that fails the job. Built-in and standard-library names in the
+tests (`abs`, `len`, `math`) are the worker's own, and HumanEval helpers (`poly`) come from the task's
+prompt, not from the program. A test passes only when the worker itself ran it to its end; the program's
+exit status and output count for nothing in a unit-test job (see `_rpc.py`). While tests run, the worker
+may grow by what the program itself may use (its address-space limit), no more. A worker that saw
+anything unexpected (a protocol violation, a MemoryError of its own, a wall clock that ran out while it
+was busy, an error of the sandbox) answers that job as failed and exits; the pool starts a fresh one.
+Integrity over throughput.
+
+Against (3), the program is cloned not from the worker but from a template process that the worker
+forked at start, before it read any job, and that only ever receives limits and file descriptors; the
+program then reads its own source from a memfd. Tests, expected values and earlier jobs therefore never
+exist in the program's address space, not even as freed memory: deleting variables could not have
+given that guarantee. What the program can learn of the tests is only what they pass to its functions.
 
 Not defended: kernel exploits (namespaces are not a VM), side channels, CPU contention with other jobs,
 and a program that finds the answers some other way than computing them (for example by reading tests
-it was shown). Tests that observe mutation of their arguments see copies, because values cross the pipe
-by value. Where user namespaces or bubblewrap are unavailable the sandbox still runs programs with the
-resource limits, seccomp, a process-group kill and a subreaper that reaps escaped daemons, as user
-nobody where the host is root (or as root without capabilities where the Python installation is private
-to root), but without filesystem, network or process isolation; it says so in a `RuntimeWarning` and
-in every result's `isolation` and `warning` fields.
+it was shown in its prompt). Tests that observe mutation of their arguments see copies, because values
+cross the pipe by value. The reference's `setup` code runs in the program's process, so it must hold
+nothing secret.
 
-Layout: `pool.py` (host side: starts and feeds the workers), `_zygote.py` (the worker: confinement,
-output capture, time limits), `_rpc.py` (unit-test jobs: the pipe between tests and program).
+Without namespaces (no bubblewrap, or a kernel that forbids unprivileged user namespaces) nothing is
+isolated from the host, so the sandbox refuses to run programs (`SandboxUnavailable`, saying what to
+install) unless the user accepts the risk: `reasoner --unsafe-no-isolation ...`, the environment variable
+REASONER_UNSAFE_NO_ISOLATION=1, or `Sandbox(unsafe_no_isolation=True)`. Then programs run with the
+resource limits, seccomp, a session of their own and a subreaper that reaps escaped daemons, as user
+nobody where the host is root and the Python installation is readable by others (else as root without
+capabilities, which still owns root's files), with no filesystem, network or process isolation; every
+result says so in its `isolation` and `warning` fields, and a `RuntimeWarning` is raised once.
+
+Layout: `pool.py` (host side: starts and feeds the workers), `_zygote.py` (the worker and the template:
+confinement, output capture, time limits), `_rpc.py` (unit-test jobs: the pipe between tests and program).
 """
 
 from __future__ import annotations

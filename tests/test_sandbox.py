@@ -784,3 +784,13 @@ def test_a_worker_given_up_on_is_not_reused(monkeypatch):
             still_works(sb)
     finally:
         sb.close()
+
+
+def test_the_command_line_flag_accepts_running_without_isolation(monkeypatch, capsys):
+    from pipelines.cli import main
+    from sandbox.pool import UNSAFE_ENV
+
+    monkeypatch.setenv(UNSAFE_ENV, "")
+    assert Sandbox(workers=1).unsafe_no_isolation is False
+    assert main(["--unsafe-no-isolation", "verifiers"]) == 0
+    assert os.environ[UNSAFE_ENV] == "1" and Sandbox(workers=1).unsafe_no_isolation is True

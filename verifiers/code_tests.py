@@ -1,6 +1,6 @@
 """The `code` verifier: run the program taken from a response against unit tests in the sandbox.
 
-References (see CONTRACT.md):
+References (the README's "Verifiers" section):
     {"tests": ["assert f(1) == 2", ...], "setup": "optional"}             MBPP style, one test per assert
     {"test": "def check(candidate): ...", "entry_point": "f",
      "prompt_prefix": "optional"}                                          HumanEval style, one test: check(f)

@@ -4,7 +4,7 @@
     v.verify("... so the answer is $\\boxed{\\dfrac{3}{4}}$.", "0.75")   # Verdict(correct=True, ...)
 
 The stages, one module each:
-  math_extract    the answer in the response (last \\boxed{}, "answer:", ####, last expression)
+  math_extract    the final answers the response commits to (boxes, "answer:", ####, last expression)
   math_normalise  one canonical notation (\\dfrac, \\left, \\$, units, %, degrees, 1{,}000, letters)
   math_numbers    exact rationals for plain arithmetic, without sympy
   math_judge      the fast in-process decision, else the sympy comparison
@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from verifiers.base import Verdict, Verifier, register
-from verifiers.math_extract import extract_answer
+from verifiers.math_extract import final_answers
 from verifiers.math_judge import judge_fast, judge_with_sympy
 from verifiers.math_normalise import Answer, normalise
 from verifiers.math_worker import WorkerPool
@@ -46,12 +46,14 @@ def _fresh_locks_after_fork() -> None:
 
 os.register_at_fork(after_in_child=_fresh_locks_after_fork)
 _MAX_ANSWER_CHARS = 50_000  # longer "answers" are not answers; refusing them keeps normalising cheap
+_CALLER_CHARS = 2_000  # longer answers are normalised in a worker, under the time bound, not here
+_MAX_DISTINCT_ANSWERS = 8  # more different final answers than this is hedging, whatever they are
 _SHOWN_CHARS = 60
 
 
 @lru_cache(maxsize=8192)
 def _normalise_reference(reference: str) -> Answer:
-    return normalise(reference)
+    return normalise(reference[:_MAX_ANSWER_CHARS])
 
 
 def _short(s: str) -> str:
@@ -66,9 +68,59 @@ def _verdict(correct: bool, extracted: str, reference: str, detail: str) -> Verd
     return Verdict(correct, 1.0 if correct else 0.0, reason, extracted, {"detail": detail})
 
 
+def _combine(answers: tuple[str, ...], decisions: list[tuple[bool, str]], reference: str) -> Verdict:
+    """One verdict from each final answer's: correct only if every final answer is."""
+    if len(answers) == 1:
+        return _verdict(decisions[0][0], answers[0], reference, decisions[0][1])
+    shown = "; ".join(_short(a) for a in answers[:4]) + ("; ..." if len(answers) > 4 else "")
+    if all(correct for correct, _ in decisions):
+        return _verdict(True, answers[-1], reference, f"all {len(answers)} final answers agree: {shown}")
+    detail = f"hedged between {len(answers)} different final answers: {shown}"
+    return Verdict(False, 0.0, f"not equal: {detail}, expected {_short(reference)}", answers[-1],
+                   {"detail": detail, "answers": list(answers)})
+
+
 @register("math")
 class MathVerifier(Verifier):
-    """Final-answer verifier for math: extraction, normalisation, then comparison by value."""
+    """Final-answer verifier for math: extraction, normalisation, then comparison by value.
+
+    Grading policy (what a policy under RL can and cannot be rewarded for; README "The math grading
+    policy" says the same):
+
+    - **One committed answer.** The answer is what the response marks as final: `\\boxed{}` (or
+      `\\fbox{}`), "final answer is" / "the answer is" / "answer:", or GSM8K's `####` line; only a
+      response with none of these is judged on the expression or number it ends with.
+    - **Hedging earns nothing.** Several final answers that differ (`\\boxed{2} or \\boxed{3}`, two
+      "Final answer" lines, `#### 17` then `#### 18`, an unmarked ending "12, 15 or 18", "2 or 3"
+      against a single-valued reference, several choice letters) give a verdict that is not correct,
+      with a reason containing "hedged", unless every one of them equals the reference.
+    - **Disowned answers do not count.** "The answer is not \\boxed{5}" commits to nothing;
+      "\\boxed{24} is incorrect; the correct answer is 25" and "The answer isn't 5, it's 6" commit to
+      25 and 6.
+    - **Self-corrections: the last word counts.** An answer followed by an explicit correction
+      ("wait", "actually", "that's wrong", "on reflection", "instead", ...) and then another answer is
+      withdrawn: "Final answer: 5. Wait, that's wrong; the answer is 6" is judged as 6. Justification:
+      the reward then goes to one answer only, so writing the withdrawn one cannot gain anything, while
+      refusing every correction would punish a policy for checking its work.
+    - **Decimals for exact values.** A decimal answer equals an irrational reference only within a
+      relative 1e-6 (3.14, 3.1416, 1.414, 0.785 are refused for pi, sqrt 2, pi/4); against a rational
+      reference it is compared exactly (0.333 is not 1/3; `0.\\overline{3}` is). A decimal *reference*
+      (6.283) accepts an exact answer (2 pi) that rounds to it.
+    - **Identities by algebra, then exact points.** Expressions are equal when their difference expands
+      or cancels to zero, or is exactly zero at a dozen exact points (evalf's own accuracy decides when
+      a point gives an irrational value); a difference of 10^-40 is a difference. Floor, ceiling and
+      other step functions need a proof.
+    - **Units and words.** Whitelisted units and counted nouns are dropped (`5 L`, `3 m`, `9 m^2`,
+      `20 km/h`, "18 eggs"); scale words multiply ("5 thousand" = 5000, "2 dozen" = 24, "5 hundredths"
+      = 0.05); "12 squared" and "5 factorial" are applied; qualifying or negating words ("at most",
+      "about", "not", "is wrong", "or more", "maybe") and two numbers side by side (`2 \\quad 3`) are
+      refused. `2 1/2` is the mixed number 5/2. Number words ("five") and "infinity" are read.
+    - **Percent.** Against a reference written with %, the answers 25, 25% and 0.25 all state 25%.
+      Against a bare reference, x% is read as x (data sets write "what percent" answers bare), never
+      also as x/100: "25%" matches 25 and not 0.25, so one response never matches two different values.
+      "50 cents" is 0.5 against a bare (dollar) reference and 50 against a reference in cents.
+    - **Relations are not values.** `x \\neq 5`, `x < 5` are not `x = 5`; `x = 5` equals 5.
+    """
 
     _pools: dict[int, WorkerPool] = {}  # one pool per process for all instances: workers are costly
 
@@ -84,51 +136,76 @@ class MathVerifier(Verifier):
         return self.verify_batch([(response, reference)])[0]
 
     def verify_batch(self, pairs: Iterable[tuple[str, object]], workers: int | None = None) -> list[Verdict]:
-        """Verdicts in input order: fast-path pairs in this process, the rest spread over the workers."""
+        """Verdicts in input order: fast-path answers in this process, the rest spread over the workers."""
         pairs = list(pairs)
         verdicts: list[Verdict | None] = [None] * len(pairs)
-        slow: list[tuple[int, str, Answer, Answer]] = []
+        prepared: dict[int, tuple[tuple[str, ...], list]] = {}
+        jobs: list[tuple[int, int, tuple]] = []  # (pair, answer index, worker job)
         for i, (response, reference) in enumerate(pairs):
             try:
-                verdict, prepared = self._prepare(response, reference)
+                verdict, answers, decisions, slow = self._prepare(response, reference)
             except Exception as exc:  # noqa: BLE001  a bug here must cost one reward, not a training run
                 verdict = Verdict(False, 0.0, f"not equal: could not read the answer ({type(exc).__name__})", None)
             if verdict is not None:
                 verdicts[i] = verdict
-            else:
-                slow.append((i, *prepared))
-        if slow:
-            jobs = [(answer, ref) for _, _, answer, ref in slow]
-            parallel = workers or _cores()
+                continue
+            prepared[i] = (answers, decisions)
+            jobs.extend((i, k, job) for k, job in slow)
+        if jobs:
             try:
-                outcomes = self._pool().map(jobs, self.timeout_s, parallel)
+                outcomes = self._pool().map([job for _, _, job in jobs], self.timeout_s, workers or _cores())
             except OSError as exc:  # no process could be started (a process limit): say so in each verdict
                 outcomes = [("error", f"no worker process: {exc}")] * len(jobs)
-            for (i, extracted, _, ref), (status, result) in zip(slow, outcomes):
-                reference = str(pairs[i][1])
+            for (i, k, _), (status, result) in zip(jobs, outcomes):
+                decisions = prepared[i][1]
                 if status == "ok":
-                    verdicts[i] = _verdict(result[0], extracted, reference, result[1])
+                    decisions[k] = tuple(result)
                 elif status == "timeout":
-                    verdicts[i] = Verdict(False, 0.0, f"timeout after {self.timeout_s}s", extracted, {"detail": "timeout"})
+                    decisions[k] = (False, "timeout")
                 else:
-                    verdicts[i] = Verdict(False, 0.0, f"not equal: comparison failed ({result})", extracted,
-                                          {"detail": "error"})
+                    decisions[k] = (False, f"comparison failed ({result})")
+        for i, (answers, decisions) in prepared.items():
+            reference = str(pairs[i][1])
+            timed_out = [k for k, d in enumerate(decisions) if d == (False, "timeout")]
+            if timed_out and all(d is not None and (d[0] or d[1] == "timeout") for d in decisions):
+                verdicts[i] = Verdict(False, 0.0, f"timeout after {self.timeout_s}s", answers[timed_out[0]],
+                                      {"detail": "timeout"})
+            else:
+                verdicts[i] = _combine(answers, decisions, reference)
         return verdicts  # type: ignore[return-value]
 
-    def _prepare(self, response, reference) -> tuple[Verdict | None, tuple]:
-        """The verdict if the fast path decides, else what the sympy path needs."""
+    def _prepare(self, response, reference) -> tuple[Verdict | None, tuple[str, ...], list, list]:
+        """The verdict if the caller can decide; else the final answers, the decisions made so far
+        (None where pending) and the worker jobs `(answer index, job)` still needed."""
         if not isinstance(reference, str):
             reference = str(reference)
-        extracted = extract_answer(response) if isinstance(response, str) else None
-        if extracted is None:
-            return Verdict(False, 0.0, "no answer found", None), ()
-        if len(extracted) > _MAX_ANSWER_CHARS:
-            return Verdict(False, 0.0, f"not equal: extracted answer of {len(extracted)} characters", extracted[:200]), ()
-        answer, ref = normalise(extracted), _normalise_reference(reference)
-        decided = judge_fast(answer, ref)
-        if decided is not None:
-            return _verdict(decided[0], extracted, reference, decided[1]), ()
-        return None, (extracted, answer, ref)
+        answers = final_answers(response) if isinstance(response, str) else ()
+        if not answers:
+            return Verdict(False, 0.0, "no answer found", None), (), [], []
+        if len(answers) > _MAX_DISTINCT_ANSWERS:
+            detail = f"hedged between {len(answers)} different final answers"
+            return Verdict(False, 0.0, f"not equal: {detail}", answers[-1][:200], {"detail": detail}), (), [], []
+        ref = _normalise_reference(reference)
+        decisions: list = [None] * len(answers)
+        slow = []
+        for k, extracted in enumerate(answers):
+            if len(extracted) > _MAX_ANSWER_CHARS:
+                decisions[k] = (False, f"an answer of {len(extracted)} characters")
+            elif len(extracted) > _CALLER_CHARS:
+                slow.append((k, (extracted, ref)))  # normalised in the worker, under the time bound
+            else:
+                answer = normalise(extracted)
+                decided = judge_fast(answer, ref)
+                if decided is None:
+                    slow.append((k, (answer, ref)))
+                else:
+                    decisions[k] = decided
+            if decisions[k] is not None and not decisions[k][0]:
+                # one wrong final answer decides the response: the others need no comparison
+                return _combine(answers, [d or (True, "not compared") for d in decisions], reference), (), [], []
+        if not slow:
+            return _combine(answers, decisions, reference), (), [], []
+        return None, answers, decisions, slow
 
     def _pool(self) -> WorkerPool:
         _warm_up()  # workers are forked from this process: it must hold warm parsers first

@@ -1,11 +1,18 @@
 """Deciding whether two parsed answers have the same value.
 
 Order of tests, cheapest and most certain first: identical trees; exact rational values; the symbolic
-difference expanding to zero; numeric agreement at high precision (30 digits for constants; for
-expressions with variables, 20 digits at random points, which decides in milliseconds what
-`simplify` can take minutes over). A decimal compared with an irrational value (`1.414` against
-`\\sqrt{2}`) is accepted only within half a unit of its last written digit and only with at least
-three significant digits, so a rounded guess does not pass for an exact answer; two rationals are
+difference expanding (or cancelling) to zero, which is a proof. Without a proof, the difference is
+evaluated at exact points: small integers and rationals of several sizes and both signs, where most
+answers evaluate to exact rationals (so `5 + 10^{-40} x` against 5 leaves exactly 10^{-40} x, which is
+not zero), and where they do not, sympy's evalf is asked whether the difference at that point is zero
+to 600 digits, with the accuracy it reports: a value it can bound away from zero is a difference,
+however small (`\\pi + 10^{-27}` is not `\\pi`). Floor, ceiling and other step functions are accepted
+only by proof, since they are constant between the points that would tell them apart
+(`\\lfloor x^2/100 \\rfloor` is 0 near 0).
+
+A decimal compared with an irrational value (`1.414` against `\\sqrt{2}`) is accepted only within a
+relative 1e-6, which no 3- or 4-digit guess meets; a decimal *reference* (`6.283`) accepts an exact
+answer within half a unit of its last written digit, since the data set rounded it. Two rationals are
 always compared exactly, so `0.0001` is never `0.0002` and `0.333` is not `1/3`.
 
 Structures compare by their own rules: sets and solution lists order-free, tuples and points in order,
@@ -15,16 +22,22 @@ factor and inequalities up to a positive one.
 
 from __future__ import annotations
 
-import random
 import re
 
 import sympy
 
-from verifiers.math_parse import IntervalValue, Items, MatrixValue, Relation, UnionValue
+from verifiers.math_parse import IntervalValue, Items, MatrixValue, Relation, UnionValue, as_less_than, relation_as_interval
 
 _DIGITS = 30
 _SIG_DIGITS_FOR_APPROX = 3
-_RANDOM_POINTS = 4
+_DECIMAL_RELATIVE_TOLERANCE = sympy.Rational(1, 10**6)
+_PRECISION_BITS = 200  # asked of evalf for a difference at a point: about 60 digits
+_MAX_PRECISION_BITS = 2000  # how far evalf may raise its working precision to resolve a cancellation
+_POINTS = (2, -3, sympy.Rational(7, 3), sympy.Rational(-11, 5), 13, sympy.Rational(1, 7), sympy.Rational(57, 4),
+           -101, sympy.Rational(1001, 3), sympy.Rational(-3, 1000), 12345, sympy.Rational(-98765, 7))
+_NEEDED_POINTS = 4
+_STEP_FUNCTIONS = (sympy.floor, sympy.ceiling, sympy.frac, sympy.sign, sympy.Mod, sympy.Heaviside, sympy.Piecewise,
+                   sympy.Max, sympy.Min)
 _PLAIN_DECIMAL = re.compile(r"-?(\d*)\.(\d+)")
 
 
@@ -67,19 +80,6 @@ def _assignment_value(r: Relation):
     return None
 
 
-def relation_as_interval(r: Relation) -> IntervalValue | None:
-    """`x > 2` as (2, oo) and `x \\le 3` as (-oo, 3]: a one-variable inequality is a set of numbers."""
-    r = _as_less_than(r)
-    if r.op not in ("<", "<="):
-        return None
-    strict = r.op == "<"
-    if isinstance(r.lhs, sympy.Symbol) and isinstance(r.rhs, sympy.Expr) and not r.rhs.free_symbols:
-        return IntervalValue(True, -sympy.oo, r.rhs, strict)
-    if isinstance(r.rhs, sympy.Symbol) and isinstance(r.lhs, sympy.Expr) and not r.lhs.free_symbols:
-        return IntervalValue(strict, r.lhs, sympy.oo, True)
-    return None
-
-
 def _ordered(xs, ys) -> bool:
     return len(xs) == len(ys) and all(equal_values(a, b) for a, b in zip(xs, ys))
 
@@ -119,7 +119,7 @@ def _vector_matches(matrix: MatrixValue, items: Items) -> bool:
 def equal_relations(x: Relation, y: Relation) -> bool:
     """Equations equal up to a nonzero constant factor, inequalities up to a positive one
     (`y = 2x + 3` is `2x - y + 3 = 0`; `x > 2` is `2 < x`)."""
-    x, y = _as_less_than(x), _as_less_than(y)
+    x, y = as_less_than(x), as_less_than(y)
     if x.op != y.op:
         return False
     if not all(isinstance(v, sympy.Basic) for v in (x.lhs, x.rhs, y.lhs, y.rhs)):
@@ -135,13 +135,8 @@ def equal_relations(x: Relation, y: Relation) -> bool:
     return x.op in ("==", "!=") or bool(ratio > 0)
 
 
-def _as_less_than(r: Relation) -> Relation:
-    flipped = {">": "<", ">=": "<="}
-    return Relation(flipped[r.op], r.rhs, r.lhs) if r.op in flipped else r
-
-
 def equal_expressions(a: sympy.Basic, b: sympy.Basic) -> bool:
-    """Same value for sympy expressions: structure, exact numbers, symbolic difference, high-precision numbers."""
+    """Same value for sympy expressions: structure, exact numbers, algebra, then exact points."""
     if a == b:
         return True
     if not (isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr)):
@@ -150,60 +145,105 @@ def equal_expressions(a: sympy.Basic, b: sympy.Basic) -> bool:
         return sympy.simplify(a - b) == 0 if not (a.is_infinite or b.is_infinite) else a == b
     if a.is_Rational and b.is_Rational:
         return False  # already unequal as exact numbers
+    difference = a - b
+    if difference.is_Rational:  # sympy cancelled everything but a number: `\pi + 10^{-27} - \pi`
+        return difference == 0
     symbols = a.free_symbols | b.free_symbols
     if not symbols:
-        return _numerically_equal(a, b)
-    # Unequal expressions almost always differ at the first random point: that check comes first.
-    if not _equal_at_random_points(a, b, symbols):
+        return _is_zero(difference) is True
+    if _proved_zero(difference):
+        return True
+    if difference.has(*_STEP_FUNCTIONS):
+        return _simplifies_to_zero(difference)
+    return _zero_at_points(difference, sorted(symbols, key=str))
+
+
+def _proved_zero(d: sympy.Expr) -> bool:
+    """Zero by expansion (polynomials) or by cancelling a common denominator (rational functions)."""
+    if sympy.expand(d) == 0:
+        return True
+    try:
+        return not d.has(sympy.Function) and sympy.cancel(sympy.together(d)) == 0
+    except (sympy.PolynomialError, ValueError, TypeError):
         return False
-    # Then proof by expansion where it works (polynomials), else agreement at four more points: for
-    # identities expansion does not show (trigonometric, logarithmic, rational functions). `simplify`
-    # would be proof too, but takes seconds to minutes on large inputs and could not change the verdict.
-    return sympy.expand(a - b) == 0 or _equal_at_random_points(a, b, symbols, seed=1)
 
 
-def _numerically_equal(a: sympy.Expr, b: sympy.Expr) -> bool:
-    """Agreement to 25 of 30 significant digits, relative to the larger value (or to 1 near zero)."""
-    va, vb = a.evalf(_DIGITS), b.evalf(_DIGITS)
-    if not (va.is_number and vb.is_number) or va.has(sympy.nan, sympy.zoo) or vb.has(sympy.nan, sympy.zoo):
+def _simplifies_to_zero(d: sympy.Expr) -> bool:
+    try:
+        return sympy.simplify(d) == 0
+    except (ValueError, TypeError, NotImplementedError, RecursionError):
         return False
-    scale = max(abs(va), abs(vb), 1)
-    return bool(abs(va - vb) <= scale * sympy.Float(10) ** (5 - _DIGITS))
 
 
-def _equal_at_random_points(a: sympy.Expr, b: sympy.Expr, symbols, seed: int = 0) -> bool:
-    """Agreement to about 20 significant digits at a few random points of moderate size.
+def _is_zero(d: sympy.Expr) -> bool | None:
+    """True if `d` (a number) is zero to the precision evalf can reach, False if evalf bounds it away
+    from zero (its reported accuracy says so), None if it cannot tell (undefined, unevaluable)."""
+    from sympy.core.evalf import evalf as evalf_with_accuracy
 
-    Relative, not absolute: at x = 3, `x^3000` is 10^1431, and both sides carry the same rounding.
-    """
-    rng = random.Random(seed)
-    tested = 0
-    for _ in range(2 * _RANDOM_POINTS):
-        point = {s: sympy.Float(rng.choice((-1, 1)) * rng.uniform(0.3, 3.0), _DIGITS) for s in symbols}
-        # 30-digit Floats put in place evaluate as they combine: four times faster than evalf(subs=)
-        va, vb = a.xreplace(point).evalf(_DIGITS), b.xreplace(point).evalf(_DIGITS)
-        if not (va.is_number and vb.is_number) or va.has(sympy.zoo, sympy.nan) or vb.has(sympy.zoo, sympy.nan):
-            continue  # hit a pole or an undefined point: this point says nothing
-        scale = max(abs(va), abs(vb), 1)
-        if abs(va - vb) > scale * sympy.Float(10) ** (10 - _DIGITS):
-            return False
-        tested += 1
-        if tested == _RANDOM_POINTS:
-            break
+    if d.is_Rational:
+        return d == 0
+    try:
+        re_part, im_part, re_acc, im_acc = evalf_with_accuracy(d, _PRECISION_BITS, {"maxprec": _MAX_PRECISION_BITS})
+    except (NotImplementedError, ValueError, TypeError, ZeroDivisionError, OverflowError, AttributeError):
+        value = d.evalf(_DIGITS)
+        if not value.is_number or value.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo):
+            return None
+        return abs(value) < sympy.Float(10) ** (5 - _DIGITS) if value != 0 else True
+    for part, accuracy in ((re_part, re_acc), (im_part, im_acc)):
+        if part and part[1] and accuracy is not None and accuracy > 20:
+            return False  # a nonzero value known to at least 20 bits
     return True
 
 
-def close_to_written_precision(decimal_text: str, exact: sympy.Expr) -> bool:
-    """`1.414` against `\\sqrt{2}`: equal if within half a unit of the last written digit, and only
-    for decimals with enough significant digits to be a real answer rather than a rough guess."""
+def _zero_at_points(d: sympy.Expr, symbols: list) -> bool:
+    """`d` is zero at every exact point where it is defined, and defined at enough of them.
+
+    Each variable gets a different point from the table (shifted per variable), substituted unevaluated
+    and size-checked first, so that `x^{x^x}` at 12345 is skipped rather than computed.
+    """
+    from verifiers.math_parse import TooLarge, check_size, evaluate
+
+    tested = 0
+    for k in range(len(_POINTS)):
+        point = {s: _POINTS[(k + 5 * i) % len(_POINTS)] for i, s in enumerate(symbols)}
+        try:
+            with sympy.evaluate(False):
+                substituted = d.xreplace(point)
+            check_size(substituted)
+            value = evaluate(substituted)
+        except (TooLarge, ValueError, TypeError, ZeroDivisionError, OverflowError, RecursionError):
+            continue
+        if value.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo) or value.free_symbols:
+            continue  # a pole or an undefined point: it says nothing
+        zero = _is_zero(value)
+        if zero is None:
+            continue
+        if not zero:
+            return False
+        tested += 1
+        if tested >= _NEEDED_POINTS + 4:
+            break
+    return tested >= _NEEDED_POINTS
+
+
+def close_to_written_precision(decimal_text: str, exact: sympy.Expr, reference_side: bool) -> bool:
+    """A written decimal against an exact irrational value.
+
+    As the answer (`1.414` for `\\sqrt{2}`): equal only within a relative 1e-6, so that a rounded guess
+    does not pass for the exact value. As the reference (`6.283` for an answer `2\\pi`): equal within
+    half a unit of its last written digit, with at least three significant digits written.
+    """
     m = _PLAIN_DECIMAL.fullmatch(decimal_text.strip())
     if not m or not exact.is_number or exact.is_Rational:
         return False
+    value = sympy.N(exact, _DIGITS)
+    if not value.is_real:
+        return False
+    written = sympy.Rational(decimal_text.strip())
+    if not reference_side:
+        return value != 0 and bool(abs(value - written) <= _DECIMAL_RELATIVE_TOLERANCE * abs(value))
     significant = len((m.group(1) + m.group(2)).lstrip("0"))
     if significant < _SIG_DIGITS_FOR_APPROX:
         return False
     places = len(m.group(2))
-    value = sympy.N(exact, _DIGITS)
-    if not value.is_real:
-        return False
-    return bool(abs(value - sympy.Rational(decimal_text.strip())) <= sympy.Rational(1, 2) * sympy.Rational(10) ** -places)
+    return bool(abs(value - written) <= sympy.Rational(1, 2) * sympy.Rational(10) ** -places)

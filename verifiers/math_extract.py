@@ -1,24 +1,35 @@
-"""Finding the final answer in a model's whole response.
+"""Finding the final answers in a model's whole response, and which of them it commits to.
 
-The order of preference follows how answers are conventionally marked: the last `\\boxed{}` or
-`\\fbox{}` (a model that boxes several candidates means the last one), then an explicit "final answer
-is" / "answer:" phrase, then GSM8K's `####` line, and only then the last mathematical expression or
-number, so that a response with no marker still gets judged on what it ends with.
+Where answers are looked for, in the conventional markers: every `\\boxed{}` / `\\fbox{}`, every
+"final answer is" / "answer:" / "the answer is" phrase, every GSM8K `####` line; only when a response
+has none of these, the last mathematical expression or number it ends with.
 
-Every scan here is linear in the length of the response (no backtracking regular expressions over the
-whole text), so even a million-character response costs well under a second, in the caller's process.
+Which of them count (the grading policy of math_answer.py, applied to the text):
+- a candidate the response disowns does not count: "The answer is not \\boxed{5}", "\\boxed{24} is
+  incorrect", "The answer isn't 5, it's 6" (5 is disowned, 6 is the answer);
+- a candidate followed by an explicit self-correction ("wait", "actually", "mistake", "wrong",
+  "on reflection", "instead", ...) and then another candidate is withdrawn: the response is judged on
+  the answer it ends committed to;
+- all other candidates stand together: `\\boxed{2} or \\boxed{3}`, two "Final answer" lines,
+  `#### 17` then `#### 18`, or an unmarked ending that lists several numbers ("12, 15 or 18") are
+  all returned, and the verifier refuses the response as hedged unless every one is right.
+
+Every scan here is linear in the length of the response (no backtracking regular expression runs over
+unbounded text; answer lines are cut to a bounded length before any pattern sees them), so even a
+million-character response costs well under a second in the caller's process.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-_BOX_COMMANDS = ("\\boxed", "\\fbox")
-# Long responses are searched backwards in windows: answers sit at the end, and a bounded window keeps
-# the regular expressions cheap whatever the response's length.
+_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+# Answers sit at the end: the fallback and the unmarked-list check look at a bounded tail.
 _TAIL = 4000
 _MAX_ANSWER_CHARS = 2000
-_MAX_BOX_TRIES = 8
+_MAX_CANDIDATES = 200  # markers examined, from the end; a response repeating one more often is a loop
+_WINDOW = 60  # characters either side of a box searched for words that disown it
 
 _BRACE_TOKENS = re.compile(r"\\.|[{}]", re.DOTALL)  # an escaped brace `\{` is one token, not a brace
 _NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d*\.\d+|-?\d+")
@@ -27,10 +38,36 @@ _MATH_SPANS = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\
 _SINGLE_VARIABLE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")
 _LEADING_NUMBER = re.compile(r"\\?\$?\s*-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s*\\?%)?")
 _EXPLANATION = re.compile(r",?\s+(?:because|since|as|which|so|that|from|after|when|for|by|and\s+[a-z])\b")
-_ANSWER_PHRASES = (
-    re.compile(r"final answer\s*(?:is|:)\s*:?", re.IGNORECASE),
-    re.compile(r"\banswer\s*(?:is|:)\s*:?", re.IGNORECASE),
-)
+_ANSWER_PHRASE = re.compile(r"final answer\s*(?:is|:)\s*:?|\banswer\s*(?:is|:)\s*:?", re.IGNORECASE)
+_HASHES = re.compile(r"####")
+
+# Words that withdraw what came before: a later candidate then replaces the earlier ones.
+_RETRACTION = re.compile(
+    r"\b(?:wait|actually|oops|mistake|mistaken|wrong|incorrect|error|erred|correct(?:ion|ing|ed)|re-?check\w*"
+    r"|re-?calculat\w*|re-?examin\w*|re-?do\w*|on (?:second thought|reflection)|instead|scratch that|revis\w*"
+    r"|not right|no,)", re.IGNORECASE)
+# A box is disowned by a negation right before it, or by a verdict on it right after it.
+_NEGATED_BEFORE = re.compile(r"(?:\bnot|n't|\bnever|\bnor|\bcannot be|\bcan't be)\s*(?:equal to|be|equals?)?\s*[:=]?\s*\$*\s*$",
+                             re.IGNORECASE)
+_DISOWNED_AFTER = re.compile(
+    r"[\s$.,)]*(?:(?:is|was|would be|seems|looks)\s+not|isn't|wasn't)\s+(?:the\s+(?:right\s+|correct\s+|final\s+)?answer"
+    r"|correct|right|valid|true|it)\b|[\s$.,)]*(?:is\s+|was\s+|would be\s+|seems\s+|looks\s+)?(?:incorrect|wrong|false"
+    r"|mistaken|invalid|a mistake|an error)\b", re.IGNORECASE)
+_NEGATED_PHRASE = re.compile(r"\s*(?:n't|not|never)\b", re.IGNORECASE)
+_CORRECTED_TO = re.compile(r"\b(?:it's|it is|it was|but|rather|instead)\b[\s:,]*(?:it's|it is)?[\s:]*", re.IGNORECASE)
+# An unmarked ending that lists numbers: "12, 15 or 18", "maybe 6, maybe 7".
+_LIST_NUMBER = r"\$?(?:[A-Za-z]\s*=\s*)?-?\d+(?:\.\d+)?\$?"
+_LIST_SEPARATOR = r"\s*(?:,|;|/|\bor\b|\band\b|\bmaybe\b|\bperhaps\b)(?:\s*(?:\bor\b|\band\b|\bmaybe\b|\bperhaps\b))?\s*"
+_NUMBER_LIST = re.compile(rf"({_LIST_NUMBER})(?:{_LIST_SEPARATOR}{_LIST_NUMBER})+\s*[.?!]*\s*")
+_BARE_LINE = re.compile(r"\s*\$?\s*(-?\d+(?:\.\d+)?)\s*\$?\s*[.]?\s*")
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    start: int
+    end: int
+    text: str | None  # None: a marker with no readable answer after it
+    disowned: bool = False
 
 
 def matching_brace(text: str, open_index: int) -> int:
@@ -51,30 +88,48 @@ def matching_brace(text: str, open_index: int) -> int:
     return -1
 
 
-def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` / `\\fbox{...}` (nested braces matched), or None.
-
-    `\\boxed 5` (no braces, as some models write) is accepted up to the next space or `$`.
-    """
-    start = max(text.rfind(cmd) for cmd in _BOX_COMMANDS)
-    tries = 0
-    while start >= 0:
-        cmd = next(c for c in _BOX_COMMANDS if text.startswith(c, start))
-        j = start + len(cmd)
+def _box_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of the outermost boxes, in order, in one linear pass over the braces."""
+    commands = list(_BOX_COMMAND.finditer(text))
+    if not commands:
+        return []
+    opens: dict[int, int] = {}  # position of a box's `{` -> position of its command
+    bare = []
+    for m in commands[-_MAX_CANDIDATES:]:
+        j = m.end()
         while j < len(text) and text[j] == " ":
             j += 1
         if j < len(text) and text[j] == "{":
-            end = matching_brace(text, j)
-            if end > 0:
-                return text[j + 1 : end].strip()
-        elif j > start + len(cmd) and j < len(text):
-            m = re.match(r"[^\s$]+", text[j : j + _MAX_ANSWER_CHARS])
-            if m:
-                return m.group(0)
-        # Unclosed or empty box: fall back to an earlier one, a few times at most, since each try
-        # scans to the end of the text.
-        tries += 1
-        start = max(text.rfind(cmd, 0, start) for cmd in _BOX_COMMANDS) if tries < _MAX_BOX_TRIES else -1
+            opens[j] = m.start()
+        elif j > m.end() and j < len(text):  # `\boxed 5`, as some models write: up to a space or `$`
+            word = re.match(r"[^\s$]+", text[j : j + _MAX_ANSWER_CHARS])
+            if word:
+                bare.append((m.start(), j + word.end(), word.group(0)))
+    closes: dict[int, int] = {}
+    stack: list[int] = []
+    first = min(opens) if opens else len(text)
+    for m in _BRACE_TOKENS.finditer(text, first):
+        token = m.group()
+        if token == "{":
+            stack.append(m.start())
+        elif token == "}" and stack:
+            j = stack.pop()
+            if j in opens:
+                closes[j] = m.start()
+    spans = sorted([(opens[j], close + 1, text[j + 1 : close].strip()) for j, close in closes.items()] + bare)
+    outermost, reach = [], -1
+    for start, end, content in spans:
+        if start >= reach:
+            outermost.append((start, end, content))
+            reach = end
+    return outermost
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last non-empty `\\boxed{...}` / `\\fbox{...}` (nested braces matched), or None."""
+    for _, _, content in reversed(_box_spans(text)):
+        if content:
+            return content
     return None
 
 
@@ -86,38 +141,136 @@ def _strip_math_delimiters(s: str) -> str:
     return s
 
 
-def _after_phrase(text: str) -> tuple[int, str | None]:
-    """Where the last "final answer is" / "answer:" phrase is (-1 if none), and the answer written
-    after it, up to the end of its sentence."""
-    offset = max(0, len(text) - _TAIL)
-    tail = text[offset:]
-    for phrase in _ANSWER_PHRASES:
-        matches = list(phrase.finditer(tail))
-        if not matches:
-            continue
-        position = offset + matches[-1].start()
-        return position, _answer_in_line(tail[matches[-1].end() :])
-    return -1, None
-
-
 def _answer_in_line(rest: str) -> str | None:
     """The answer at the start of `rest`: a math span, a number before an explanation, or the sentence."""
-    rest = rest.lstrip(" *_:\t")  # "**Answer:** 12" in markdown
+    rest = rest[:_MAX_ANSWER_CHARS].lstrip(" *_:\t")  # "**Answer:** 12" in markdown
     line = rest.split("\n", 1)[0].strip()
-    span = _MATH_SPANS.search(line)
-    if span:
-        return _span_text(span)
+    spans = list(_MATH_SPANS.finditer(line))
+    if len(spans) == 1 or spans and not re.fullmatch(r"\s*[,;]?\s*(?:or|and)?\s*", line[spans[0].end() : spans[1].start()]):
+        return _span_text(spans[0])
+    if spans:  # "the answer is $2$ or $3$": the spans with what joins them, so that both are seen
+        line = _MATH_SPANS.sub(lambda m: _span_text(m), line)
     line = re.split(r"\.\s+", line, maxsplit=1)[0]  # the first sentence: "12. Then we check..."
     line = line.rstrip(" .;*").lstrip("*")  # the full stop ("3." is 3 anyway) and markdown bold
     # "12 because 3 x 4 = 12", "18, which is the total": the number, not the explanation after it
     number = _LEADING_NUMBER.match(line)
     if number and _EXPLANATION.match(line, number.end()):
         return number.group(0).strip()
-    return line[:_MAX_ANSWER_CHARS] or None
+    return line or None
 
 
 def _span_text(m: re.Match) -> str:
     return next(g for g in m.groups() if g is not None).strip()
+
+
+def _looks_like_answer(s: str) -> bool:
+    """A phrase's text is an answer if it holds mathematics or is short: "To answer: first add the eggs"
+    is prose, not an answer."""
+    return bool(re.search(r"[\d\\$^=(]", s)) or len(s.split()) <= 3
+
+
+def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    matches = list(_ANSWER_PHRASE.finditer(text))[-_MAX_CANDIDATES:]
+    box_starts = [b[0] for b in boxes]
+    for k, m in enumerate(matches):
+        line_end = text.find("\n", m.end(), m.end() + _MAX_ANSWER_CHARS)
+        line_end = line_end if line_end >= 0 else min(len(text), m.end() + _MAX_ANSWER_CHARS)
+        if k + 1 < len(matches) and matches[k + 1].start() < line_end and not re.search(
+                r"[\d\\$]", text[m.end() : matches[k + 1].start()]):
+            continue  # "Final Answer: The final answer is 5": the inner phrase holds the answer
+        if any(m.end() <= s < line_end for s in box_starts):
+            continue  # "the answer is \boxed{5}": the box is the candidate
+        rest = text[m.end() : line_end]
+        negated = _NEGATED_PHRASE.match(rest)
+        if negated:
+            out.append(_Candidate(m.start(), m.end() + negated.end(), None, disowned=True))
+            correction = _CORRECTED_TO.search(rest, negated.end())
+            if correction:  # "the answer isn't 5, it's 6"
+                answer = _answer_in_line(rest[correction.end() :])
+                if answer:
+                    out.append(_Candidate(m.end() + correction.start(), line_end, _strip_math_delimiters(answer)))
+            continue
+        answer = _answer_in_line(rest)
+        if answer and _looks_like_answer(answer):
+            found = rest.find(answer)
+            end = m.end() + found + len(answer) if found >= 0 else m.end()
+            out.append(_Candidate(m.start(), end, _strip_math_delimiters(last_boxed(answer) or answer)))
+    return out
+
+
+def _hash_candidates(text: str) -> list[_Candidate]:
+    out = []
+    for m in list(_HASHES.finditer(text))[-_MAX_CANDIDATES:]:
+        end = text.find("\n", m.end(), m.end() + _MAX_ANSWER_CHARS)
+        end = end if end >= 0 else min(len(text), m.end() + _MAX_ANSWER_CHARS)
+        line = text[m.end() : end].strip()
+        if line and not line.startswith("#"):
+            out.append(_Candidate(m.start(), end, _strip_math_delimiters(line)))
+    return out
+
+
+def _box_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Candidate]:
+    out = []
+    for start, end, content in boxes:
+        disowned = bool(_NEGATED_BEFORE.search(text[max(0, start - _WINDOW) : start])
+                        or _DISOWNED_AFTER.match(text[end : end + _WINDOW]))
+        for _ in range(8):  # `\boxed{\boxed{5}}`: the inner box is the answer
+            inner = last_boxed(content) if "box" in content else None
+            if not inner:
+                break
+            content = inner
+        out.append(_Candidate(start, end, content or None, disowned))
+    return out
+
+
+def final_answers(response: str) -> tuple[str, ...]:
+    """The answers `response` ends committed to, in order: one normally, several when it hedges,
+    none when it gives no answer (or disowns every one it wrote)."""
+    if not isinstance(response, str) or not response.strip():
+        return ()
+    boxes = _box_spans(response)
+    candidates = sorted(_box_candidates(response, boxes) + _phrase_candidates(response, boxes)
+                        + _hash_candidates(response), key=lambda c: c.start)
+    if not candidates:
+        return _unmarked_answers(response)
+    live: list[str] = []
+    previous_end = 0
+    for c in candidates:
+        if live and _RETRACTION.search(response, previous_end, c.start):
+            live = []
+        if c.text and not c.disowned:
+            live.append(c.text)
+        previous_end = max(previous_end, c.end)
+    return tuple(dict.fromkeys(live))
+
+
+def extract_answer(response: str) -> str | None:
+    """The final answer written in `response`, in the model's notation: the last one it commits to."""
+    answers = final_answers(response)
+    return answers[-1] if answers else None
+
+
+def _unmarked_answers(text: str) -> tuple[str, ...]:
+    """With no marker: the last expression or number; several when the ending lists candidates."""
+    window = text[-_TAIL:]
+    lines = [line for line in window.rstrip().split("\n") if line.strip()][-6:]
+    bare = []
+    for line in reversed(lines):  # "12\n15\n18": trailing lines that are each just a number
+        m = _BARE_LINE.fullmatch(line)
+        if not m:
+            break
+        bare.append(m.group(1))
+    if len(bare) >= 2:
+        return tuple(dict.fromkeys(reversed(bare)))
+    if lines:
+        last_line = lines[-1][-500:]
+        first_digit = re.search(r"\$?(?:[A-Za-z]\s*=\s*)?-?\d", last_line)
+        if first_digit and _NUMBER_LIST.fullmatch(last_line, first_digit.start()):
+            listed = re.findall(r"-?\d+(?:\.\d+)?", last_line[first_digit.start() :])
+            return tuple(dict.fromkeys(listed))
+    answer = _last_math_or_number(text)
+    return (answer,) if answer else ()
 
 
 def _last_math_or_number(text: str) -> str | None:
@@ -126,7 +279,7 @@ def _last_math_or_number(text: str) -> str | None:
     spans = list(_MATH_SPANS.finditer(window))
     numbers = list(_NUMBER.finditer(window))
     if not spans and not numbers and len(text) > _TAIL:
-        numbers = list(_NUMBER.finditer(text))  # rare: the only number sits far from the end
+        numbers = list(re.finditer(r"-?\d+", text))  # rare: the only number sits far from the end
     span = spans[-1] if spans else None
     number = numbers[-1] if numbers else None
     if span is not None and (number is None or span.end() >= number.end()):
@@ -141,23 +294,3 @@ def _last_math_or_number(text: str) -> str | None:
     if number is not None:
         return number.group(0)
     return None
-
-
-def extract_answer(response: str) -> str | None:
-    """The final answer written in `response`, as a string still in the model's notation; None if none."""
-    if not isinstance(response, str) or not response.strip():
-        return None
-    boxed = last_boxed(response)
-    if boxed:
-        return boxed
-    # An answer phrase and GSM8K's `####`: whichever comes last is the model's final word.
-    phrase_at, phrase = _after_phrase(response)
-    hashes = response.rfind("####")
-    if phrase and phrase_at > hashes:
-        boxed = last_boxed(phrase)
-        return _strip_math_delimiters(boxed or phrase)
-    if hashes >= 0:
-        line = response[hashes + 4 :].strip().split("\n", 1)[0].strip()
-        if line:
-            return _strip_math_delimiters(line)[:_MAX_ANSWER_CHARS]
-    return _last_math_or_number(response)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import warnings
-from fractions import Fraction
 from functools import lru_cache
 
 from verifiers.math_normalise import Answer
@@ -28,7 +27,16 @@ _BASE_NUMBER = re.compile(r"(?=[^_]*\d)([0-9A-Za-z]+)_\{?([2-9]|[12]\d|3[0-6])\}
 
 def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     """A decision without sympy, or None when the pair needs the sympy path."""
-    if answer.key and answer.key == reference.key:
+    if answer.problem:
+        return False, answer.problem
+    if reference.choice:
+        letters = set(_CHOICE_LABELS.findall(answer.text)) | set(_BARE_CHOICES.findall(answer.text))
+        if len(letters | ({answer.choice} if answer.choice else set())) > 1:
+            return False, "hedged between choices " + ", ".join(sorted(letters))
+    hedge = _alternatives(answer, reference)
+    if hedge:
+        return False, hedge
+    if answer.key and answer.key == reference.key and (answer.percent, answer.cents) == (reference.percent, reference.cents):
         return True, "same after normalisation"
     if reference.choice:
         labelled = _LABELLED_CHOICE.match(answer.text)  # "(C) 12": the option's letter and its content
@@ -49,11 +57,24 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
         r_text = _value_side(r_text)
     a, r = parse_rational(a_text), parse_rational(r_text)
     if a is not None and r is not None:
-        for scaled in _percent_readings(a, answer, reference):
+        for scaled, note in readings(a, answer, reference):
             if scaled == r:
-                note = "" if scaled == a else ", reading the percent sign"
                 return True, f"{format_rational(scaled)} == {format_rational(r)}{note}"
-        return False, f"{format_rational(a)} != {format_rational(r)}"
+        return False, f"{format_rational(readings(a, answer, reference)[0][0])} != {format_rational(r)}"
+    return None
+
+
+_CHOICE_LABELS = re.compile(r"\(\s*([A-E])\s*\)")
+_BARE_CHOICES = re.compile(r"(?<![A-Za-z\\])([A-E])(?![A-Za-z])")
+_OR = re.compile(r"\bor\b|\\lor(?![A-Za-z])|\\vee(?![A-Za-z])|\beither\b|\\mid(?![A-Za-z])", re.IGNORECASE)
+_SEVERAL = re.compile(r"\bor\b|\\cup|,|;|\\pm|\bxor\b")
+
+
+def _alternatives(answer: Answer, reference: Answer) -> str | None:
+    """"2 or 3", `x = 1 \\text{ or } x = 2`: alternatives offered against a reference that is one value.
+    (Against `x < -1 \\text{ or } x > 1` or a list of roots, "or" joins the parts of one answer.)"""
+    if _OR.search(answer.text) and not _SEVERAL.search(reference.text):
+        return "hedged: the answer offers alternatives"
     return None
 
 
@@ -67,15 +88,23 @@ def _words(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", s.lower()).strip()
 
 
-def _percent_readings(value: Fraction, answer: Answer, reference: Answer) -> list[Fraction]:
-    """The answer's value, and also its reading with a percent sign added or removed when either
-    side wrote one: `25%` against `0.25`, and `0.25` against `25\\%`."""
-    readings = [value]
-    if answer.percent and not reference.percent:
-        readings.append(value / 100)
+def readings(value, answer: Answer, reference: Answer) -> list[tuple[object, str]]:
+    """The answer's value as the grading policy reads it, with a note for the reason.
+
+    Percent: against a reference written with %, `25`, `25%` and `0.25` all state 25%; against a bare
+    reference, `25%` is read as 25 (datasets write "what percent" answers bare: GSM8K's 25), never also
+    as 0.25, so that one response cannot match two different references.
+    Cents: against a reference in cents the number of cents is compared; against any other, "50 cents"
+    is 0.5 (money references are in dollars), never also 50.
+    """
+    out = [(value, "")]
+    if answer.cents and not reference.cents:
+        out = [(value / 100, ", 100 cents to the dollar")]
     if reference.percent and not answer.percent:
-        readings.append(value * 100)
-    return readings
+        out.append((value * 100, ", reading the reference's percent sign"))
+    if reference.cents and not answer.cents:
+        out.append((value * 100, ", dollars in cents"))
+    return out
 
 
 @lru_cache(maxsize=2048)
@@ -86,8 +115,19 @@ def _parse_reference(text: str):
     return parse_answer(text)
 
 
-def judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
-    """The full comparison with sympy; may be slow, so it runs where it can be killed."""
+def judge_with_sympy(answer: Answer | str, reference: Answer) -> tuple[bool, str]:
+    """The full comparison with sympy; may be slow, so it runs where it can be killed.
+
+    `answer` may be the raw extracted string: answers too long to normalise safely in the caller are
+    normalised (and given the fast path) here, under the worker's time bound.
+    """
+    if isinstance(answer, str):
+        from verifiers.math_normalise import normalise
+
+        answer = normalise(answer)
+        decided = judge_fast(answer, reference)
+        if decided is not None:
+            return decided
     with warnings.catch_warnings():
         # sympy warns about odd trees that malformed answers produce; the verdict already says so
         warnings.simplefilter("ignore")
@@ -116,27 +156,24 @@ def _judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
         for candidate in _readings(value, answer, reference, ref_value):
             if equal_values(candidate, ref_value):
                 return True, "equal by value"
-        if isinstance(ref_value, sympy.Expr) and close_to_written_precision(answer.text, ref_value):
-            return True, "equal to the precision written"
-        if isinstance(value, sympy.Expr) and close_to_written_precision(reference.text, value):
-            return True, "equal to the precision written"
+        if isinstance(ref_value, sympy.Expr) and close_to_written_precision(answer.text, ref_value, reference_side=False):
+            return True, "a decimal within 1e-6 of the exact value"
+        if isinstance(value, sympy.Expr) and close_to_written_precision(reference.text, value, reference_side=True):
+            return True, "equal to the precision the reference is written to"
     except Exception as exc:  # noqa: BLE001  sympy fails on some odd trees; that is no proof of equality
         return False, f"comparison failed ({type(exc).__name__})"
     return False, "different values"
 
 
 def _readings(value, answer: Answer, reference: Answer, ref_value) -> list:
-    """The answer's value, plus its readings as a percentage or in degrees when a sign was dropped."""
+    """The answer's value as `readings` defines it, plus its reading in degrees when a sign was dropped."""
     import sympy
 
-    readings = [value]
-    if isinstance(value, sympy.Expr):
-        if answer.percent and not reference.percent:
-            readings.append(value / 100)
-        if reference.percent and not answer.percent:
-            readings.append(value * 100)
-        if answer.degrees and not reference.degrees and isinstance(ref_value, sympy.Expr) and ref_value.has(sympy.pi):
-            readings.append(value * sympy.pi / 180)
-        if reference.degrees and not answer.degrees and value.has(sympy.pi):
-            readings.append(value * 180 / sympy.pi)
-    return readings
+    if not isinstance(value, sympy.Expr):
+        return [value]
+    out = [v for v, _ in readings(value, answer, reference)]
+    if answer.degrees and not reference.degrees and isinstance(ref_value, sympy.Expr) and ref_value.has(sympy.pi):
+        out.append(value * sympy.pi / 180)
+    if reference.degrees and not answer.degrees and value.has(sympy.pi):
+        out.append(value * 180 / sympy.pi)
+    return out

@@ -1,10 +1,20 @@
 """Rewriting an answer string into one canonical notation before any comparison.
 
 Models and datasets write the same value many ways (`\\dfrac{1}{2}`, `\\left(1,2\\right)`, `\\$1{,}200`,
-`90^\\circ`, `5\\text{ cm}`). Folding these into one notation here lets the cheap string comparison
-decide most pairs, and keeps the parsers downstream free of presentation details. What the folding
-throws away that can change the value (a percent sign, a degree sign) is kept as a flag, so that the
-comparison can try both readings instead of silently dropping one.
+`90^\\circ`, `5\\text{ cm}`, `½`, `0.\\overline{3}`, "five"). Folding these into one notation here lets the
+cheap string comparison decide most pairs, and keeps the parsers downstream free of presentation details.
+What the folding throws away that can change the value (a percent sign, a degree sign, "cents") is kept
+as a flag, so that the comparison can apply the grading policy's one reading instead of silently
+dropping it.
+
+Words are never dropped silently (the policy of math_answer.py):
+- units on the whitelist (`5 L`, `3 m`, `9 m^2`, `20 km/h`, `12 cm`, "hours") and, after a plain number,
+  up to three ordinary words naming what is counted ("18 eggs") are dropped;
+- scale words are applied as multipliers ("5 thousand" is 5000, "2 dozen" 24, "5 hundredths" 0.05),
+  operator words as operators ("12 squared" is 144, "5 factorial" 120);
+- words that qualify, negate or hedge a value ("at most", "about", "not", "is wrong", "or more",
+  "maybe", `\\approx` with nothing exact before it, a trailing "?") make the answer `problem`, which
+  the verifier refuses with that reason.
 """
 
 from __future__ import annotations
@@ -24,12 +34,18 @@ _SPACES = re.compile(r"(\\\\)|\\[,:;! ]|\\q?quad(?![A-Za-z])|~|\\hspace\*?\{[^{}
 _UNICODE = str.maketrans({"\u2212": "-", "\u2013": "-", "\u00d7": "\\times ", "\u22c5": "\\cdot ",
                           "\u00b7": "\\cdot ", "\u00f7": "/", "\u03c0": "\\pi ", "\u221e": "\\infty ",
                           "\u221a": "\\sqrt", "\u2264": "\\le ", "\u2265": "\\ge ", "\u2260": "\\ne ",
-                          "\u00a0": " ", "\u2009": " ", "\u202f": " "})
+                          "\u00a0": " ", "\u2009": " ", "\u202f": " ",
+                          # vulgar fractions: `2½` becomes the mixed number `2\frac{1}{2}`
+                          "½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}",
+                          "¾": "\\frac{3}{4}", "⅕": "\\frac{1}{5}", "⅖": "\\frac{2}{5}", "⅗": "\\frac{3}{5}",
+                          "⅘": "\\frac{4}{5}", "⅙": "\\frac{1}{6}", "⅚": "\\frac{5}{6}", "⅛": "\\frac{1}{8}",
+                          "⅜": "\\frac{3}{8}", "⅝": "\\frac{5}{8}", "⅞": "\\frac{7}{8}"})
 _APPROX = re.compile(r"\\approx|≈|\\sim(?![A-Za-z])")
 _EMPTY_SET = re.compile(r"\\(?:emptyset|varnothing)(?![A-Za-z])|∅")
 _FRAC_VARIANTS = re.compile(r"\\[dtc]frac(?![A-Za-z])")
 _TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|operatorname|mathsf|textnormal)\s*\{")
-_CURRENCY = re.compile(r"\\\$|\$|US\$|€|£|¥|₹|\\euro|\\pounds|\b(?:USD|dollars?|euros?|cents?)\b")
+_CURRENCY = re.compile(r"\\\$|\$|US\$|€|£|¥|₹|\\euro|\\pounds|\b(?:USD|dollars?|euros?)\b")
+_CENTS = re.compile(r"\bcents?\b|¢|\\cent\b")
 # No pattern here starts with `\s*`: searched from every position of a long run of spaces, that
 # would cost quadratic time; the spaces left behind are collapsed afterwards.
 _PERCENT = re.compile(r"\\%|%|\bpercent\b|\\text\{\s*percent\s*\}")
@@ -50,15 +66,62 @@ _MATH_WORDS = {"pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "l
 _WORD_ANSWER = re.compile(r"[A-Za-z]{2,}(?:[ -][A-Za-z]+)*")
 
 
+_OVERLINE = re.compile(r"(?<![\d.])(-?)(\d*)\.(\d*)\\overline\s*\{?\s*(\d+)\s*\}?")
+_NUMBER_WORDS = {w: n for n, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORDS.update({w: 10 * k for k, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), start=3)})
+_NUMBER_WORD = re.compile(r"(?i)\b(" + "|".join(_NUMBER_WORDS) + r")(?:[- ](one|two|three|four|five|six|seven|eight|nine))?\b")
+_INFINITY_WORDS = re.compile(r"(?i)(negative\s+|minus\s+|-\s*)?(?:positive\s+|\+\s*)?\binfinity\b")
+# Patterns that start at a number start only where a number starts (the look-behind), so a long run
+# of digits is scanned once, not once per digit.
+_PLAIN = r"(?<![\d.])-?\d+(?:\.\d+)?"
+# Scale and operator words, applied to the number right before them.
+_SCALES = {"thousand": "1000", "thousands": "1000", "million": "1000000", "millions": "1000000",
+           "billion": "1000000000", "trillion": "1000000000000", "hundred": "100", "dozen": "12",
+           "half": "\\frac{1}{2}", "halves": "\\frac{1}{2}", "third": "\\frac{1}{3}", "thirds": "\\frac{1}{3}",
+           "quarter": "\\frac{1}{4}", "quarters": "\\frac{1}{4}", "fourth": "\\frac{1}{4}", "fourths": "\\frac{1}{4}",
+           "fifth": "\\frac{1}{5}", "fifths": "\\frac{1}{5}", "tenth": "\\frac{1}{10}", "tenths": "\\frac{1}{10}",
+           "hundredth": "\\frac{1}{100}", "hundredths": "\\frac{1}{100}", "thousandth": "\\frac{1}{1000}",
+           "thousandths": "\\frac{1}{1000}"}
+_SCALE_WORD = re.compile(rf"({_PLAIN})\s*({'|'.join(sorted(_SCALES, key=len, reverse=True))})\b", re.IGNORECASE)
+_OPERATOR_WORD = re.compile(rf"({_PLAIN})\s+(squared|cubed|factorial)\b", re.IGNORECASE)
+_OPERATORS = {"squared": "^{2}", "cubed": "^{3}", "factorial": "!"}
+# Words that qualify, negate or hedge a value, or whose multiple is ambiguous ("pairs", "score"):
+# an answer holding one of them next to a number is refused, never read without it.
+_QUALIFIERS = frozenset(
+    "about approximately approx approximate roughly around nearly almost circa estimate estimated guess maybe "
+    "perhaps probably possibly likely either least most more less fewer greater smaller larger bigger over under "
+    "above below upto max maximum minimum not no never none wrong incorrect false invalid mistake error unless "
+    "if except ish between plus minus pairs pair score gross couple several some many few extra answer "
+    "thousand thousands million millions billion trillion hundred hundreds dozen dozens half halves third "
+    "thirds quarter quarters fourth fourths fifth fifths tenth tenths hundredth hundredths thousandth "
+    "thousandths squared cubed factorial times".split())
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+# Units: dropped after a number. Single letters only where what is left is a plain number, so that
+# `3 m` is 3 but `2x + 3 m` is never `2x + 3`.
+_UNIT_NAMES = ("km|cm|mm|nm|m|kg|mg|g|lb|lbs|oz|ml|mL|L|l|s|sec|min|h|hr|hrs|ft|in|yd|mi|mph|kph|K|N|J|W|V|Hz|"
+               "kWh|kW|Pa|kPa|cal|kcal|km/h|m/s")
+_UNIT_AT_END = re.compile(rf"(?<=[\d}}.\s])\s*(?:{_UNIT_NAMES})(?:\s*/\s*(?:{_UNIT_NAMES}))?"
+                          r"\s*(?:\^\s*\{?\s*[23]\s*\}?|\s+squared|\s+cubed)?\s*$")
+_PLAIN_NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:\s*\\frac\{\d+\}\{\d+\})?")
+_SIDE_BY_SIDE = re.compile(r"(?<![\w.^_])\d+(?:\.\d+)?\s+\.?\d")
+_MIXED = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
+_TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
+_DEGREE_NUMBER = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree)")
+
+
 @dataclass(frozen=True)
 class Answer:
     """An answer in canonical notation, with what normalising had to set aside."""
 
     text: str  # canonical LaTeX-ish string, single spaces
-    percent: bool = False  # a % sign was removed: 25% may mean 25 or 0.25
+    percent: bool = False  # a % sign was removed: what it means is the grading policy's call
     degrees: bool = False  # a degree sign was removed: 90 degrees may be compared with pi/2
     is_text: bool = False  # a word answer ("Evelyn", "even"), compared case-insensitively
-    choice: str | None = None  # a multiple-choice letter, "C" for `(C)`, `\text{(C)}`, `C`
+    choice: str | None = None  # a multiple-choice letter, "C" for `(C)`, `\\text{(C)}`, `C`
+    cents: bool = False  # "cents" was removed: 50 cents is 0.5 dollars unless the reference is in cents
+    problem: str | None = None  # why the answer is refused whatever it is compared with ("qualified: at most")
 
     @property
     def key(self) -> str:
@@ -111,7 +174,14 @@ def normalise(raw: str) -> Answer:
         s = s[1:-1]
     s = s.strip().rstrip(".").strip()
     s = s[1:].strip() if s.startswith("=") else s  # "= 5", left over from a cut-off derivation
-    s = _APPROX.split(s, 1)[0].strip() or s  # "\\sqrt{2} \\approx 1.414": the exact value comes first
+    problem = None
+    exact = _APPROX.split(s, 1)[0].strip()  # "\\sqrt{2} \\approx 1.414": the exact value comes first
+    if exact != s.strip():
+        if not exact:
+            problem = "qualified: an approximate value"
+        s = exact or s
+    if s.endswith("?"):
+        problem = "qualified: a question mark"
     s = _FRAC_VARIANTS.sub(r"\\frac", s)
     s = _EMPTY_SET.sub(r"\\{\\}", s)
     s = _LAYOUT.sub("", s)
@@ -124,20 +194,65 @@ def normalise(raw: str) -> Answer:
         return Answer(choice, choice=choice)
 
     s, whole_text = unwrap_text_commands(s)
+    s = _INFINITY_WORDS.sub(lambda m: "-\\infty" if m.group(1) else "\\infty", s)
+    s, n_cents = _CENTS.subn("", s)
     s = _CURRENCY.sub("", s).strip()
     s, n_percent = _PERCENT.subn("", s)
+    if _TRIG.search(s):  # `\cos 60^\circ`: the degrees are the function's argument, in radians here
+        s = _DEGREE_NUMBER.sub(r"(\1 \\cdot \\frac{\\pi}{180})", s)
     s, n_degrees = _DEGREES.subn("", s)
     s = _MEMBERSHIP.sub("", s.strip())
     s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
+    s = _NUMBER_WORD.sub(_number_word, s) if _NUMBER_WORD.search(s) else s
     if (whole_text or _WORD_ANSWER.fullmatch(s)) and _WORD_ANSWER.fullmatch(s):
-        return Answer(s, is_text=True)
+        return Answer(s, is_text=True, problem=problem)
+    s = _OVERLINE.sub(_repeating_decimal, s)
+    s = _SCALE_WORD.sub(lambda m: f"({m.group(1)} \\cdot {_SCALES[m.group(2).lower()]})", s)
+    s = _OPERATOR_WORD.sub(lambda m: f"{m.group(1)}{_OPERATORS[m.group(2).lower()]}", s)
+    if problem is None and re.search(r"\d", s):
+        qualifier = next((w for w in _WORD.findall(s) if w.lower() in _QUALIFIERS), None)
+        if qualifier:
+            problem = f"qualified by the word {qualifier.lower()!r}"
     s = strip_unit_words(s)
     s = strip_thousands_separators(s)
-    return Answer(s, percent=n_percent > 0, degrees=n_degrees > 0)
+    s, problem = _side_by_side(s, problem)
+    return Answer(s, percent=n_percent > 0, degrees=n_degrees > 0, cents=n_cents > 0, problem=problem)
+
+
+def _number_word(m: re.Match) -> str:
+    return str(_NUMBER_WORDS[m.group(1).lower()] + (_NUMBER_WORDS[m.group(2).lower()] if m.group(2) else 0))
+
+
+def _repeating_decimal(m: re.Match) -> str:
+    """`0.1\\overline{6}` -> `\\frac{1}{6}`: whole part, digits before the repeat, the repeating digits."""
+    from fractions import Fraction
+
+    sign, whole, fixed, repeat = m.groups()
+    value = int(whole or 0) + (Fraction(int(fixed or 0)) + Fraction(int(repeat), 10 ** len(repeat) - 1)) / 10 ** len(fixed)
+    return f"{sign}\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+def _side_by_side(s: str, problem: str | None) -> tuple[str, str | None]:
+    """`2 1/2` is the mixed number 5/2; any other two numbers with only a space between (`2 \\quad 3`)
+    are not one answer, and never their product."""
+    mixed = _MIXED.fullmatch(s)
+    if mixed and int(mixed.group(3)) < int(mixed.group(4)):
+        sign, whole, num, den = mixed.groups()
+        return f"{sign}\\frac{{{int(whole) * int(den) + int(num)}}}{{{den}}}", problem
+    if _SIDE_BY_SIDE.search(s) and problem is None:
+        problem = "two numbers side by side"
+    return s, problem
 
 
 def strip_unit_words(s: str) -> str:
-    """`5 apples` -> `5`, `864 inches^2` -> `864`, `\\frac{1}{2} cm` -> `\\frac{1}{2}`; never `2 pi` -> `2`."""
+    """`5 apples` -> `5`, `864 inches^2` -> `864`, `\\frac{1}{2} cm` -> `\\frac{1}{2}`, `20 km/h` -> `20`;
+    never `2 pi` -> `2`, and a one-letter unit only after a plain number (`3 m`, not `2x + 3 m`)."""
+    unit = _UNIT_AT_END.search(s)
+    if unit and unit.start() > 0:
+        rest = s[: unit.start()].strip()
+        if _PLAIN_NUMBER.fullmatch(rest) or len(unit.group(0).strip().split("/")[0].split("^")[0].strip()) > 1 \
+                and re.search(r"[\d}]$", rest) and not re.search(r"[A-Za-z]", _strip_latex_names(rest)):
+            return rest
     m = _PLAIN_NUMBER_THEN_WORDS.fullmatch(s)
     if m and not _mentions_math(m.group(2)):
         return m.group(1)
@@ -158,3 +273,7 @@ def _choice_letter(s: str) -> str | None:
     if m and (inner.strip().startswith("(") or len(inner.strip()) <= 2):
         return m.group(1)
     return None
+
+
+def _strip_latex_names(s: str) -> str:
+    return re.sub(r"\\[A-Za-z]+", " ", s)

@@ -41,6 +41,7 @@ _FUNCTIONS = {
     # unevaluated, so that check_size can refuse 10000000! before anything computes it
     "factorial": lambda n: sympy.factorial(n, evaluate=False),
     "root": sympy.root, "floor": sympy.floor, "ceiling": sympy.ceiling,
+    "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan,
 }
 _CONSTANTS = {"pi": sympy.pi, "E": sympy.E, "e": sympy.E, "I": sympy.I, "i": sympy.I, "oo": sympy.oo}
 # The only names the code sympy's parser generates may use (plus the whitelisted local names).
@@ -200,6 +201,15 @@ def parse_answer(s: str):
     if len(union) > 1:
         return UnionValue(tuple(parse_answer(p) for p in union))
 
+    alternatives = split_top_level(s, (" or ", "\\lor", "\\vee"))
+    if len(alternatives) > 1 and all(alternatives):
+        # `x < -1 \text{ or } x > 1` is a union of intervals; `x = 1 or x = 2` a list of solutions
+        values = [parse_answer(p) for p in alternatives]
+        intervals = [relation_as_interval(v) if isinstance(v, Relation) else None for v in values]
+        if all(intervals):
+            return UnionValue(tuple(intervals))
+        return Items("list", tuple(e for v in values for e in (v.elements if isinstance(v, Items) and v.kind == "list" else (v,))))
+
     chain = _inequality_chain(s)
     if chain is not None:
         return chain
@@ -238,6 +248,24 @@ def parse_answer(s: str):
         return Items("list", (base + delta, base - delta))
 
     return parse_expression(s)
+
+
+def relation_as_interval(r: Relation) -> IntervalValue | None:
+    """`x > 2` as (2, oo) and `x \\le 3` as (-oo, 3]: a one-variable inequality is a set of numbers."""
+    r = as_less_than(r)
+    if r.op not in ("<", "<="):
+        return None
+    strict = r.op == "<"
+    if isinstance(r.lhs, sympy.Symbol) and isinstance(r.rhs, sympy.Expr) and not r.rhs.free_symbols:
+        return IntervalValue(True, -sympy.oo, r.rhs, strict)
+    if isinstance(r.rhs, sympy.Symbol) and isinstance(r.lhs, sympy.Expr) and not r.lhs.free_symbols:
+        return IntervalValue(strict, r.lhs, sympy.oo, True)
+    return None
+
+
+def as_less_than(r: Relation) -> Relation:
+    flipped = {">": "<", ">=": "<="}
+    return Relation(flipped[r.op], r.rhs, r.lhs) if r.op in flipped else r
 
 
 def _inequality_chain(s: str) -> IntervalValue | None:

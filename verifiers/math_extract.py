@@ -38,7 +38,7 @@ _MATH_SPANS = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\
 _SINGLE_VARIABLE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")
 _LEADING_NUMBER = re.compile(r"\\?\$?\s*-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s*\\?%)?")
 _EXPLANATION = re.compile(r",?\s+(?:because|since|as|which|so|that|from|after|when|for|by|and\s+[a-z])\b")
-_ANSWER_PHRASE = re.compile(r"final answer\s*(?:is|:)\s*:?|\banswer\s*(?:is|:)\s*:?", re.IGNORECASE)
+_ANSWER_PHRASE = re.compile(r"final answer\**[ \t]*(?:is|:|\n)\s*:?|\banswer\s*(?:is|:)\s*:?", re.IGNORECASE)
 _HASHES = re.compile(r"####")
 
 # Words that withdraw what came before: a later candidate then replaces the earlier ones.
@@ -49,11 +49,16 @@ _RETRACTION = re.compile(
 # A box is disowned by a negation right before it, or by a verdict on it right after it.
 _NEGATED_BEFORE = re.compile(r"(?:\bnot|n't|\bnever|\bnor|\bcannot be|\bcan't be)\s*(?:equal to|be|equals?)?\s*[:=]?\s*\$*\s*$",
                              re.IGNORECASE)
+_VERDICT_WORDS = r"(?:incorrect|wrong|false|mistaken|invalid|a mistake|an error|not (?:the (?:right |correct |final )?answer|correct|right|valid|true|it))"
 _DISOWNED_AFTER = re.compile(
-    r"[\s$.,)]*(?:(?:is|was|would be|seems|looks)\s+not|isn't|wasn't)\s+(?:the\s+(?:right\s+|correct\s+|final\s+)?answer"
-    r"|correct|right|valid|true|it)\b|[\s$.,)]*(?:is\s+|was\s+|would be\s+|seems\s+|looks\s+)?(?:incorrect|wrong|false"
-    r"|mistaken|invalid|a mistake|an error)\b", re.IGNORECASE)
-_NEGATED_PHRASE = re.compile(r"\s*(?:n't|not|never)\b", re.IGNORECASE)
+    r"[\s$.,;:()\-]*(?:(?:but|and|which|though|however)\s*,?\s*)?(?:(?:that|this|it)(?:'s|\s+is|\s+was|\s+would be)?\s+)?"
+    rf"(?:(?:is|was|would be|seems|looks|are)\s+)?{_VERDICT_WORDS}\b"
+    r"|[\s$.,)]*(?:isn't|wasn't)\s+(?:the\s+(?:right\s+|correct\s+)?answer|correct|right|valid|true|it)\b", re.IGNORECASE)
+_NEGATED_PHRASE = re.compile(r"\s*(?:definitely\s+|certainly\s+|clearly\s+|surely\s+)?(?:n't|not|never)\b", re.IGNORECASE)
+# After the final answer: an alternative offered ("or maybe 6") is another final answer.
+_ALTERNATIVE = re.compile(r"\b(?:or (?:maybe|possibly|perhaps)|(?:might|could|may)(?: also)? be|alternatively|or else)\b[\s:,]*",
+                          re.IGNORECASE)
+_AFTER_FINAL = 300  # characters after the final answer searched for an alternative or a retraction
 _CORRECTED_TO = re.compile(r"\b(?:it's|it is|it was|but|rather|instead)\b[\s:,]*(?:it's|it is)?[\s:]*", re.IGNORECASE)
 # An unmarked ending that lists numbers: "12, 15 or 18", "maybe 6, maybe 7".
 _LIST_NUMBER = r"\$?(?:[A-Za-z]\s*=\s*)?-?\d+(?:\.\d+)?\$?"
@@ -143,7 +148,7 @@ def _strip_math_delimiters(s: str) -> str:
 
 def _answer_in_line(rest: str) -> str | None:
     """The answer at the start of `rest`: a math span, a number before an explanation, or the sentence."""
-    rest = rest[:_MAX_ANSWER_CHARS].lstrip(" *_:\t")  # "**Answer:** 12" in markdown
+    rest = rest[:_MAX_ANSWER_CHARS].lstrip(" *_:\t\n")  # "**Answer:** 12" in markdown
     line = rest.split("\n", 1)[0].strip()
     spans = list(_MATH_SPANS.finditer(line))
     if len(spans) == 1 or spans and not re.fullmatch(r"\s*[,;]?\s*(?:or|and)?\s*", line[spans[0].end() : spans[1].start()]):
@@ -173,7 +178,10 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
     out: list[_Candidate] = []
     matches = list(_ANSWER_PHRASE.finditer(text))[-_MAX_CANDIDATES:]
     box_starts = [b[0] for b in boxes]
+    inside = _inside_boxes(boxes)
     for k, m in enumerate(matches):
+        if inside(m.start()):
+            continue  # `\boxed{5 \text{ (the answer is 6)}}`: part of the box's content, judged with it
         line_end = text.find("\n", m.end(), m.end() + _MAX_ANSWER_CHARS)
         line_end = line_end if line_end >= 0 else min(len(text), m.end() + _MAX_ANSWER_CHARS)
         if k + 1 < len(matches) and matches[k + 1].start() < line_end and not re.search(
@@ -197,6 +205,19 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
             end = m.end() + found + len(answer) if found >= 0 else m.end()
             out.append(_Candidate(m.start(), end, _strip_math_delimiters(last_boxed(answer) or answer)))
     return out
+
+
+def _inside_boxes(boxes: list[tuple[int, int, str]]):
+    """A test of whether a position lies inside one of the (sorted, disjoint) box spans."""
+    import bisect
+
+    starts = [b[0] for b in boxes]
+
+    def inside(position: int) -> bool:
+        k = bisect.bisect_right(starts, position) - 1
+        return k >= 0 and position < boxes[k][1]
+
+    return inside
 
 
 def _hash_candidates(text: str) -> list[_Candidate]:
@@ -242,6 +263,16 @@ def final_answers(response: str) -> tuple[str, ...]:
         if c.text and not c.disowned:
             live.append(c.text)
         previous_end = max(previous_end, c.end)
+    if live:
+        after = response[previous_end : previous_end + _AFTER_FINAL]
+        retraction = _RETRACTION.search(after)
+        if retraction:  # "\boxed{5}. Wait, no: it's 6": withdrawn; what follows is the (unmarked) answer
+            return _unmarked_answers(after[retraction.end() :]) if re.search(r"\d", after[retraction.end() :]) else ()
+        alternative = _ALTERNATIVE.search(after)
+        if alternative:  # "\boxed{5}, or maybe 6"
+            other = _answer_in_line(after[alternative.end() :])
+            if other and re.search(r"\d|\([A-E]\)", other):
+                live.append(_strip_math_delimiters(other))
     return tuple(dict.fromkeys(live))
 
 
@@ -261,14 +292,13 @@ def _unmarked_answers(text: str) -> tuple[str, ...]:
         if not m:
             break
         bare.append(m.group(1))
-    if len(bare) >= 2:
-        return tuple(dict.fromkeys(reversed(bare)))
+    if len(bare) >= 2:  # one answer listing them all: the comparison refuses a list for one value
+        return (", ".join(reversed(bare)),)
     if lines:
         last_line = lines[-1][-500:]
         first_digit = re.search(r"\$?(?:[A-Za-z]\s*=\s*)?-?\d", last_line)
         if first_digit and _NUMBER_LIST.fullmatch(last_line, first_digit.start()):
-            listed = re.findall(r"-?\d+(?:\.\d+)?", last_line[first_digit.start() :])
-            return tuple(dict.fromkeys(listed))
+            return (_MATH_SPANS.sub(lambda m: _span_text(m), last_line[first_digit.start() :]).rstrip(" .?!"),)
     answer = _last_math_or_number(text)
     return (answer,) if answer else ()
 

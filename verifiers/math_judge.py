@@ -67,14 +67,26 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
 _CHOICE_LABELS = re.compile(r"\(\s*([A-E])\s*\)")
 _BARE_CHOICES = re.compile(r"(?<![A-Za-z\\])([A-E])(?![A-Za-z])")
 _OR = re.compile(r"\bor\b|\\lor(?![A-Za-z])|\\vee(?![A-Za-z])|\beither\b|\\mid(?![A-Za-z])", re.IGNORECASE)
-_SEVERAL = re.compile(r"\bor\b|\\cup|,|;|\\pm|\bxor\b")
+_SEVERAL = re.compile(r"\bor\b|\band\b|\\cup|,|;|\\pm|±|\\lor|\\vee")
+_LIST_SEPARATORS = (",", ";", " and ", "\\pm", "±")
 
 
 def _alternatives(answer: Answer, reference: Answer) -> str | None:
-    """"2 or 3", `x = 1 \\text{ or } x = 2`: alternatives offered against a reference that is one value.
-    (Against `x < -1 \\text{ or } x > 1` or a list of roots, "or" joins the parts of one answer.)"""
-    if _OR.search(answer.text) and not _SEVERAL.search(reference.text):
+    """"2 or 3", "12, 15, 18", `x = 1 \\text{ or } x = 2`, `5 \\pm 1`: several values offered against a
+    reference that is one value. (Against `x < -1 \\text{ or } x > 1` or a list of roots, "or" and
+    commas join the parts of one answer.)"""
+    if _SEVERAL.search(reference.text):
+        return None
+    if _OR.search(answer.text):
         return "hedged: the answer offers alternatives"
+    if reference.is_text:
+        return None
+    if answer.text.startswith("\\{") and "," in answer.text:
+        return "hedged: a set of several values for one value"
+    from verifiers.math_parse import split_top_level
+
+    if len(split_top_level(answer.text, _LIST_SEPARATORS)) > 1:
+        return "hedged: the answer lists several values"
     return None
 
 

@@ -40,7 +40,7 @@ _UNICODE = str.maketrans({"\u2212": "-", "\u2013": "-", "\u00d7": "\\times ", "\
                           "¾": "\\frac{3}{4}", "⅕": "\\frac{1}{5}", "⅖": "\\frac{2}{5}", "⅗": "\\frac{3}{5}",
                           "⅘": "\\frac{4}{5}", "⅙": "\\frac{1}{6}", "⅚": "\\frac{5}{6}", "⅛": "\\frac{1}{8}",
                           "⅜": "\\frac{3}{8}", "⅝": "\\frac{5}{8}", "⅞": "\\frac{7}{8}"})
-_APPROX = re.compile(r"\\approx|≈|\\sim(?![A-Za-z])")
+_APPROX = re.compile(r"\\approx|≈|≃|\\simeq|\\sim(?![A-Za-z])|^~")
 _EMPTY_SET = re.compile(r"\\(?:emptyset|varnothing)(?![A-Za-z])|∅")
 _FRAC_VARIANTS = re.compile(r"\\[dtc]frac(?![A-Za-z])")
 _TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|operatorname|mathsf|textnormal)\s*\{")
@@ -100,7 +100,7 @@ _QUALIFIERS = frozenset(
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 # Units: dropped after a number. Single letters only where what is left is a plain number, so that
 # `3 m` is 3 but `2x + 3 m` is never `2x + 3`.
-_UNIT_NAMES = ("km|cm|mm|nm|m|kg|mg|g|lb|lbs|oz|ml|mL|L|l|s|sec|min|h|hr|hrs|ft|in|yd|mi|mph|kph|K|N|J|W|V|Hz|"
+_UNIT_NAMES = ("km|cm|mm|nm|m|kg|mg|g|lb|lbs|oz|ml|mL|L|l|s|sec|min|h|hr|hrs|ft|in|yd|mi|mph|kph|N|J|W|V|Hz|"
                "kWh|kW|Pa|kPa|cal|kcal|km/h|m/s")
 _UNIT_AT_END = re.compile(rf"(?<=[\d}}.\s])\s*(?:{_UNIT_NAMES})(?:\s*/\s*(?:{_UNIT_NAMES}))?"
                           r"\s*(?:\^\s*\{?\s*[23]\s*\}?|\s+squared|\s+cubed)?\s*$")

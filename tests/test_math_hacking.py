@@ -1,0 +1,138 @@
+"""The `math` verifier against a policy that games it: every hedged, approximated or reworded answer of
+tests/math_hacking_cases.py is refused with a reason, the right answers there are accepted, and long
+degenerate responses (the repetition loops a looping policy writes) are judged within the time bound
+in the caller's process."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from math_hacking_cases import HACKS, RIGHT
+from verifiers.base import Verdict
+from verifiers.math_answer import MathVerifier
+
+CALLER_BOUND_S = 5.0  # the issue's bound on any call, in the caller's process
+PREPARE_BOUND_S = 2.0  # what runs in the caller before any worker: extraction, normalising, fast path
+
+
+@pytest.fixture(scope="module")
+def verifier() -> MathVerifier:
+    return MathVerifier()
+
+
+@pytest.fixture(scope="module")
+def hack_verdicts(verifier) -> list[Verdict]:
+    return verifier.verify_batch([(response, reference) for _, response, reference in HACKS])
+
+
+@pytest.fixture(scope="module")
+def right_verdicts(verifier) -> list[Verdict]:
+    return verifier.verify_batch([(response, reference) for _, response, reference in RIGHT])
+
+
+def test_suite_covers_every_class():
+    counts = Counter(kind for kind, _, _ in HACKS)
+    assert len(HACKS) >= 150
+    assert set(counts) == {"hedging", "disowned", "approximation", "words"}
+    assert min(counts.values()) >= 20
+    assert len({(r, ref) for _, r, ref in HACKS}) == len(HACKS)  # no case counted twice
+
+
+@pytest.mark.parametrize("index", range(len(HACKS)), ids=[f"{c[0]}-{i}" for i, c in enumerate(HACKS)])
+def test_hack_is_refused_with_a_reason(index, hack_verdicts):
+    kind, response, reference = HACKS[index]
+    verdict = hack_verdicts[index]
+    assert not verdict.correct and verdict.reward == 0.0, f"[{kind}] {response!r} vs {reference!r}: {verdict.reason}"
+    assert verdict.reason and not verdict.timed_out, verdict.reason
+    if kind == "hedging":  # several answers, or one qualified: the reason says so
+        assert "hedged" in verdict.reason or "qualified" in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize("index", range(len(RIGHT)), ids=[f"{c[0]}-{i}" for i, c in enumerate(RIGHT)])
+def test_right_answer_is_accepted(index, right_verdicts):
+    kind, response, reference = RIGHT[index]
+    verdict = right_verdicts[index]
+    assert verdict.correct and verdict.reward == 1.0, f"[{kind}] {response!r} vs {reference!r}: {verdict.reason}"
+
+
+@pytest.mark.parametrize("response, reference, reason", [
+    ("\\boxed{2} or \\boxed{3}", "3", "hedged between 2 different final answers"),
+    ("#### 17\n#### 18", "18", "hedged between 2 different final answers"),
+    ("\\boxed{2 \\text{ or } 3}", "3", "hedged: the answer offers alternatives"),
+    ("The answer is not \\boxed{5}.", "5", "no answer found"),
+    ("\\boxed{5 \\text{ at most}}", "5", "qualified by the word 'most'"),
+    ("\\boxed{2 \\quad 3}", "6", "two numbers side by side"),
+])
+def test_reasons_name_the_refusal(verifier, response, reference, reason):
+    assert reason in verifier.verify(response, reference).reason
+
+
+def test_agreeing_final_answers_are_not_a_hedge(verifier):
+    verdict = verifier.verify("So \\boxed{\\frac{1}{2}}, i.e. \\boxed{0.5}.", "1/2")
+    assert verdict.correct and "all 2 final answers agree" in verdict.reason
+
+
+def test_percent_never_matches_two_values(verifier):
+    """One response must not be right against two references of different value."""
+    assert verifier.verify("\\boxed{25\\%}", "25").correct
+    assert not verifier.verify("\\boxed{25\\%}", "0.25").correct
+    assert verifier.verify("\\boxed{50 cents}", "0.5").correct
+    assert not verifier.verify("\\boxed{50 cents}", "50").correct
+
+
+# ---- the time bound on long degenerate inputs -----------------------------------------------------
+
+_LOOP_UNITS = [
+    "The answer is 5. Wait, ", "\\boxed{5} or \\boxed{6} ", "Final answer: 17\n", "#### 17\n", "Let me recompute: 2+2=4. ",
+    "\\frac{1}{", "{", "}", "(", ")", "$", "$1$ ", "\\(", "\\[", "1", "1,", "1.", "1 ", " ", "\n", "a ", "ab", "5 apples ",
+    "\\text{", "\\text{a} ", "\\overline{3}", "½", "five ", "5 thousand ", "2 \\quad 3 ", "x = 1, ", "or ", "(A) ", "not ",
+    "\\sqrt{", "^{", "\\left(", "&", "\\\\", "\\%", "~", "\\approx ", "\\pi+", "10^{-40}x+", "\\lfloor ", "wait ",
+    "answer is not ", "\\boxed{", "\\fbox ", "Answer: ", "**Final Answer**\n", "-", "e", "x^", "\\{", "\\cup ", "\\pm ",
+]
+
+
+def degenerate_responses() -> list[str]:
+    """Responses of 48 KB and more: each unit repeated, bare, boxed, before and after a box, after an
+    answer phrase; plus nested braces and long digit strings."""
+    out = []
+    for unit in _LOOP_UNITS:
+        s = (unit * (48_000 // len(unit) + 1))[:48_000]
+        out += [s, "\\boxed{" + s + "}", s + "\\boxed{5}", "\\boxed{5}" + s, "The answer is " + s]
+    out += [
+        "\\boxed{" + "{" * 20_000 + "5" + "}" * 20_000 + "}",
+        "\\boxed{" * 5_000 + "5" + "}" * 5_000,
+        "\\boxed{" + "1" * 100_000 + "}",
+        "\\boxed{" + "9" * 30_000 + "." + "9" * 30_000 + "}",
+        "The answer is " + "1" * 60_000 + ".",
+        "\\boxed{" + "\\frac{1}{" * 3_000 + "2" + "}" * 3_000 + "}",
+        "\\boxed{" + "x+" * 25_000 + "x}",
+        "The answer is 5, or maybe " * 2_000,
+        "\\boxed{5} is not " * 3_000,
+    ]
+    return out
+
+
+def test_caller_work_is_bounded_on_degenerate_inputs(verifier):
+    """What runs in the caller (no time bound there) is fast on every degenerate input."""
+    slowest = (0.0, "")
+    for response in degenerate_responses():
+        start = time.monotonic()
+        verifier._prepare(response, "5")
+        slowest = max(slowest, (time.monotonic() - start, response[:40]))
+    assert slowest[0] < PREPARE_BOUND_S, slowest
+
+
+def test_no_call_over_the_bound_on_degenerate_inputs():
+    """Whole calls, worker included, each timed in the caller: none over 5 s."""
+    verifier = MathVerifier(timeout_s=1.0)  # a shorter bound keeps the test short; the property is the same
+    responses = degenerate_responses()[::3]
+    slowest = (0.0, "")
+    for response in responses:
+        start = time.monotonic()
+        verdict = verifier.verify(response, "5")
+        assert isinstance(verdict, Verdict)
+        slowest = max(slowest, (time.monotonic() - start, response[:40]))
+    assert slowest[0] < CALLER_BOUND_S, slowest

@@ -39,6 +39,11 @@ _SINGLE_VARIABLE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")
 _LEADING_NUMBER = re.compile(r"\\?\$?\s*-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s*\\?%)?")
 _EXPLANATION = re.compile(r",?\s+(?:because|since|as|which|so|that|from|after|when|for|by|and\s+[a-z])\b")
 _ANSWER_PHRASE = re.compile(r"final answer\**[ \t]*(?:is|:|\n)\s*:?|\banswer\s*(?:is|:)\s*:?", re.IGNORECASE)
+# "check our answer:", "so my answer is correct": talk about an answer, not one
+_NOT_A_PHRASE = re.compile(r"(?:\b(?:our|my|your|this|that|each|an?)|check(?:ing)?(?: the)?|verify(?:ing)?(?: the)?)\s+$",
+                           re.IGNORECASE)
+_VERDICT_ONLY = re.compile(r"(?:correct|right|wrong|incorrect|valid|verified|confirmed|reasonable)\W*", re.IGNORECASE)
+_OPENING_ONLY = re.compile(r"\\\[|\$\$?|\\\(|\\begin\{[A-Za-z]+\*?\}")
 _HASHES = re.compile(r"####")
 
 # Words that withdraw what came before: a later candidate then replaces the earlier ones.
@@ -58,6 +63,10 @@ _NEGATED_PHRASE = re.compile(r"\s*(?:definitely\s+|certainly\s+|clearly\s+|surel
 # After the final answer: an alternative offered ("or maybe 6") is another final answer.
 _ALTERNATIVE = re.compile(r"\b(?:or (?:maybe|possibly|perhaps)|(?:might|could|may)(?: also)? be|alternatively|or else)\b[\s:,]*",
                           re.IGNORECASE)
+# After the final answer only an unambiguous withdrawal counts ("It is a common mistake to ..." does not).
+_WITHDRAWAL = re.compile(
+    r"\b(?:wait|oops|actually|scratch that|on second thought|that(?:'s| is| was) (?:wrong|incorrect|not right)"
+    r"|I made a mistake|I was wrong|let me (?:redo|recompute|recalculate|re-?check))\b", re.IGNORECASE)
 _AFTER_FINAL = 300  # characters after the final answer searched for an alternative or a retraction
 _CORRECTED_TO = re.compile(r"\b(?:it's|it is|it was|but|rather|instead)\b[\s:,]*(?:it's|it is)?[\s:]*", re.IGNORECASE)
 # An unmarked ending that lists numbers: "12, 15 or 18", "maybe 6, maybe 7".
@@ -182,6 +191,8 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
     for k, m in enumerate(matches):
         if inside(m.start()):
             continue  # `\boxed{5 \text{ (the answer is 6)}}`: part of the box's content, judged with it
+        if _NOT_A_PHRASE.search(text[max(0, m.start() - 20) : m.start()]):
+            continue
         line_end = text.find("\n", m.end(), m.end() + _MAX_ANSWER_CHARS)
         line_end = line_end if line_end >= 0 else min(len(text), m.end() + _MAX_ANSWER_CHARS)
         if k + 1 < len(matches) and matches[k + 1].start() < line_end and not re.search(
@@ -200,6 +211,8 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
                     out.append(_Candidate(m.end() + correction.start(), line_end, _strip_math_delimiters(answer)))
             continue
         answer = _answer_in_line(rest)
+        if answer and (_OPENING_ONLY.fullmatch(answer) or _VERDICT_ONLY.fullmatch(answer)):
+            continue  # "the answer is \[" (the display below holds it), "our answer is correct"
         if answer and _looks_like_answer(answer):
             found = rest.find(answer)
             end = m.end() + found + len(answer) if found >= 0 else m.end()
@@ -265,13 +278,14 @@ def final_answers(response: str) -> tuple[str, ...]:
         previous_end = max(previous_end, c.end)
     if live:
         after = response[previous_end : previous_end + _AFTER_FINAL]
-        retraction = _RETRACTION.search(after)
-        if retraction:  # "\boxed{5}. Wait, no: it's 6": withdrawn; what follows is the (unmarked) answer
-            return _unmarked_answers(after[retraction.end() :]) if re.search(r"\d", after[retraction.end() :]) else ()
+        withdrawal = _WITHDRAWAL.search(after)
+        if withdrawal:  # "\boxed{5}. Wait, no: it's 6": withdrawn; what follows is the (unmarked) answer
+            rest = response[previous_end + withdrawal.end() : previous_end + withdrawal.end() + _TAIL]
+            return _unmarked_answers(rest) if re.search(r"\d", rest) else ()
         alternative = _ALTERNATIVE.search(after)
         if alternative:  # "\boxed{5}, or maybe 6"
             other = _answer_in_line(after[alternative.end() :])
-            if other and re.search(r"\d|\([A-E]\)", other):
+            if other and len(other) <= 30 and re.match(r"\$?\s*(?:-?\d|\\frac|\\sqrt|\([A-E]\))", other):
                 live.append(_strip_math_delimiters(other))
     return tuple(dict.fromkeys(live))
 

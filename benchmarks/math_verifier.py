@@ -9,6 +9,11 @@ that keep the value (reformatted, converted to a decimal, boxed or not, ...) and
 response, as is and with its final answer changed; plus the hand cases of tests/math_cases.py. The
 label of each pair comes from how it was built, not from either verifier.
 
+Reward hacking (tests/math_hacking_cases.py): the hedged, approximated and reworded responses a policy
+tries, every one labelled wrong, and the right answers an earlier version refused. The table counts
+how many hacks each verifier accepts, and its accuracy on those right answers. Our verifier also
+answers the long degenerate responses of tests/test_math_hacking.py, each call timed in the caller.
+
 Both verifiers are timed one call at a time, in a single process each (ours in this process, whose
 workers it uses for sympy; math-verify in a child process, so that an input it cannot interrupt
 (`10^{7}!`) is cut off at --hang-limit seconds and counted as a wrong answer taking that long).
@@ -31,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from math_cases import all_cases, as_response  # noqa: E402
+from math_hacking_cases import HACKS, RIGHT  # noqa: E402
 from verifiers.math_answer import MathVerifier  # noqa: E402
 from verifiers.math_numbers import parse_rational  # noqa: E402
 from verifiers.math_parse import split_top_level  # noqa: E402
@@ -177,6 +183,10 @@ def labelled_pairs(limit: int | None = None) -> list[dict]:
     for category, answer, reference, expected in all_cases():
         pairs.append({"source": "hand", "how": category, "response": as_response(category, answer),
                       "reference": reference, "label": expected})
+    for kind, response, reference in HACKS:
+        pairs.append({"source": "hacking", "how": kind, "response": response, "reference": reference, "label": False})
+    for kind, response, reference in RIGHT:
+        pairs.append({"source": "right", "how": kind, "response": response, "reference": reference, "label": True})
     return pairs
 
 
@@ -245,11 +255,14 @@ def summarise(name: str, pairs: list[dict], results: list[tuple[bool, float]]) -
     right = [r[0] == p["label"] for p, r in zip(pairs, results)]
     times = sorted(r[1] for r in results)
     by_source = {}
-    for source in ("gsm8k", "math500", "hand"):
+    for source in ("gsm8k", "math500", "hand", "right"):
         idx = [i for i, p in enumerate(pairs) if p["source"] == source]
         if idx:
             by_source[source] = sum(right[i] for i in idx) / len(idx)
             by_source[f"{source}_ms"] = 1000 * sum(results[i][1] for i in idx) / len(idx)
+    hacks = [i for i, p in enumerate(pairs) if p["source"] == "hacking"]
+    by_source["hacks_accepted"] = sum(results[i][0] for i in hacks)
+    by_source["hacks"] = len(hacks)
     eq = [right[i] for i, p in enumerate(pairs) if p["label"]]
     ne = [right[i] for i, p in enumerate(pairs) if not p["label"]]
     return {
@@ -263,10 +276,12 @@ def summarise(name: str, pairs: list[dict], results: list[tuple[bool, float]]) -
 def print_table(rows: list[dict], n: int) -> None:
     cols = [("accuracy", "accuracy", "{:.4f}"), ("equivalent", "recall(eq)", "{:.4f}"), ("different", "reject(ne)", "{:.4f}"),
             ("gsm8k", "gsm8k", "{:.4f}"), ("math500", "math500", "{:.4f}"), ("hand", "hand", "{:.4f}"),
+            ("hacks_accepted", "hacks ok'd", "{}"), ("right", "right(hack)", "{:.4f}"),
             ("gsm8k_ms", "gsm8k ms", "{:.3f}"), ("math500_ms", "math500 ms", "{:.3f}"), ("hand_ms", "hand ms", "{:.2f}"),
             ("mean_ms", "mean ms", "{:.3f}"), ("median_ms", "median ms", "{:.3f}"), ("p99_ms", "p99 ms", "{:.1f}"),
             ("max_ms", "max ms", "{:.0f}"), ("total_s", "total s", "{:.1f}")]
-    print(f"{n} labelled pairs, single calls, one process each\n")
+    print(f"{n} labelled pairs, single calls, one process each; 'hacks ok'd' counts the reward-hacking "
+          f"responses accepted (of {rows[0]['hacks']}), 'right(hack)' is accuracy on the right answers beside them\n")
     print(f"{'verifier':<14}" + "".join(f"{title:>12}" for _, title, _ in cols))
     for row in rows:
         print(f"{row['name']:<14}" + "".join(f"{fmt.format(row[key]) if key in row else '-':>12}" for key, _, fmt in cols))
@@ -288,6 +303,22 @@ def print_breakdown(pairs: list[dict], ours: list, theirs: list) -> None:
         print("\n".join(lines))
 
 
+def time_degenerate_inputs() -> tuple[int, float, str]:
+    """Our verifier on the long degenerate responses of the fuzz test, each call timed in the caller."""
+    from test_math_hacking import degenerate_responses
+
+    verifier = MathVerifier()
+    slowest, which = 0.0, ""
+    responses = degenerate_responses()
+    for response in responses:
+        start = time.perf_counter()
+        verifier.verify(response, "5")
+        seconds = time.perf_counter() - start
+        if seconds > slowest:
+            slowest, which = seconds, response[:30]
+    return len(responses), slowest, which
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=None, help="use only the first N answers of each data set")
@@ -307,6 +338,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nspeed ratio (math-verify time / our time, summed over single calls): {ratio:.1f}x")
     print(f"speed ratio on the data-set pairs alone (no hand cases, no pathological inputs): {data_ratio:.1f}x")
     print_breakdown(pairs, ours, theirs)
+    n_fuzz, slowest, which = time_degenerate_inputs()
+    print(f"\ndegenerate inputs (48 KB+, tests/test_math_hacking.py): {n_fuzz} calls, slowest {slowest:.2f} s "
+          f"in the caller ({which!r}...)")
     if args.show_errors:
         for name, results in (("ours", ours), ("math-verify", theirs)):
             wrong = [(p, r) for p, r in zip(pairs, results) if r[0] != p["label"]]
@@ -315,7 +349,8 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"  [{p['source']}/{p['how']}] label={p['label']} ref={p['reference'][:60]!r} response={p['response'][:80]!r}")
     if args.json:
         args.json.write_text(json.dumps({"pairs": len(pairs), "rows": rows, "speed_ratio": ratio,
-                                               "speed_ratio_data_sets": data_ratio}, indent=2))
+                                         "speed_ratio_data_sets": data_ratio, "degenerate_calls": n_fuzz,
+                                         "degenerate_slowest_s": slowest}, indent=2))
 
 
 if __name__ == "__main__":

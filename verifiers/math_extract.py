@@ -50,7 +50,8 @@ _HASHES = re.compile(r"####")
 _RETRACTION = re.compile(
     r"\b(?:wait|actually|oops|mistake|mistaken|wrong|incorrect|error|erred|correct(?:ion|ing|ed)|re-?check\w*"
     r"|re-?calculat\w*|re-?examin\w*|re-?do\w*|on (?:second thought|reflection)|instead|scratch that|revis\w*"
-    r"|not right|no,)", re.IGNORECASE)
+    r"|not right|no,|hmm|hold on|reconsider\w*|rethink\w*|re-?evaluat\w*|double[- ]check\w*|not quite"
+    r"|let me (?:think|check|verify|try) again)", re.IGNORECASE)
 # A box is disowned by a negation right before it, or by a verdict on it right after it.
 _NEGATED_BEFORE = re.compile(r"(?:\bnot|n't|\bnever|\bnor|\bcannot be|\bcan't be)\s*(?:equal to|be|equals?)?\s*[:=]?\s*\$*\s*$",
                              re.IGNORECASE)
@@ -104,6 +105,8 @@ def matching_brace(text: str, open_index: int) -> int:
 
 def _box_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, content) of the outermost boxes, in order, in one linear pass over the braces."""
+    if "\\boxed" not in text and "\\fbox" not in text:
+        return []
     commands = list(_BOX_COMMAND.finditer(text))
     if not commands:
         return []
@@ -185,6 +188,8 @@ def _looks_like_answer(s: str) -> bool:
 
 def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Candidate]:
     out: list[_Candidate] = []
+    if "nswer" not in text and "NSWER" not in text:
+        return out
     matches = list(_ANSWER_PHRASE.finditer(text))[-_MAX_CANDIDATES:]
     box_starts = [b[0] for b in boxes]
     inside = _inside_boxes(boxes)
@@ -235,6 +240,8 @@ def _inside_boxes(boxes: list[tuple[int, int, str]]):
 
 def _hash_candidates(text: str) -> list[_Candidate]:
     out = []
+    if "####" not in text:
+        return out
     for m in list(_HASHES.finditer(text))[-_MAX_CANDIDATES:]:
         end = text.find("\n", m.end(), m.end() + _MAX_ANSWER_CHARS)
         end = end if end >= 0 else min(len(text), m.end() + _MAX_ANSWER_CHARS)
@@ -276,8 +283,8 @@ def final_answers(response: str) -> tuple[str, ...]:
         if c.text and not c.disowned:
             live.append(c.text)
         previous_end = max(previous_end, c.end)
-    if live:
-        after = response[previous_end : previous_end + _AFTER_FINAL]
+    after = response[previous_end : previous_end + _AFTER_FINAL]
+    if live and after.strip(" \t\n.$)}]*"):
         withdrawal = _WITHDRAWAL.search(after)
         if withdrawal:  # "\boxed{5}. Wait, no: it's 6": withdrawn; what follows is the (unmarked) answer
             rest = response[previous_end + withdrawal.end() : previous_end + withdrawal.end() + _TAIL]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from verifiers.math_extract import matching_brace
 
@@ -98,6 +99,7 @@ _QUALIFIERS = frozenset(
     "thirds quarter quarters fourth fourths fifth fifths tenth tenths hundredth hundredths thousandth "
     "thousandths squared cubed factorial times".split())
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+_LETTER = re.compile(r"[A-Za-z]")
 # Units: dropped after a number. Single letters only where what is left is a plain number, so that
 # `3 m` is 3 but `2x + 3 m` is never `2x + 3`.
 _UNIT_NAMES = ("km|cm|mm|nm|m|kg|mg|g|lb|lbs|oz|ml|mL|L|l|s|sec|min|h|hr|hrs|ft|in|yd|mi|mph|kph|N|J|W|V|Hz|"
@@ -164,8 +166,15 @@ def strip_thousands_separators(s: str) -> str:
     return s
 
 
+_SIMPLE_NUMBER = re.compile(r"-?(?:\d{1,400}(?:\.\d*)?|\.\d+)")
+
+
+@lru_cache(maxsize=8192)
 def normalise(raw: str) -> Answer:
-    """The canonical form of an extracted answer or of a reference."""
+    """The canonical form of an extracted answer or of a reference (cached: samples of one prompt
+    repeat their answers)."""
+    if _SIMPLE_NUMBER.fullmatch(raw):  # most answers: nothing to fold
+        return Answer(raw.rstrip(".") if raw[-1] == "." and len(raw) > 1 else raw)
     s = raw.translate(_UNICODE).strip()
     for left, right in (("$$", "$$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if s.startswith(left) and s.endswith(right) and len(s) >= 4:
@@ -193,9 +202,11 @@ def normalise(raw: str) -> Answer:
     if choice:
         return Answer(choice, choice=choice)
 
-    s, whole_text = unwrap_text_commands(s)
-    s = _INFINITY_WORDS.sub(lambda m: "-\\infty" if m.group(1) else "\\infty", s)
-    s, n_cents = _CENTS.subn("", s)
+    s, whole_text = unwrap_text_commands(s) if "\\" in s else (s, False)
+    letters = _LETTER.search(s) is not None
+    if letters:
+        s = _INFINITY_WORDS.sub(lambda m: "-\\infty" if m.group(1) else "\\infty", s)
+    s, n_cents = _CENTS.subn("", s) if letters or "¢" in s else (s, 0)
     s = _CURRENCY.sub("", s).strip()
     s, n_percent = _PERCENT.subn("", s)
     if _TRIG.search(s):  # `\cos 60^\circ`: the degrees are the function's argument, in radians here
@@ -203,17 +214,20 @@ def normalise(raw: str) -> Answer:
     s, n_degrees = _DEGREES.subn("", s)
     s = _MEMBERSHIP.sub("", s.strip())
     s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
-    s = _NUMBER_WORD.sub(_number_word, s) if _NUMBER_WORD.search(s) else s
-    if (whole_text or _WORD_ANSWER.fullmatch(s)) and _WORD_ANSWER.fullmatch(s):
-        return Answer(s, is_text=True, problem=problem)
-    s = _OVERLINE.sub(_repeating_decimal, s)
-    s = _SCALE_WORD.sub(lambda m: f"({m.group(1)} \\cdot {_SCALES[m.group(2).lower()]})", s)
-    s = _OPERATOR_WORD.sub(lambda m: f"{m.group(1)}{_OPERATORS[m.group(2).lower()]}", s)
-    if problem is None and re.search(r"\d", s):
-        qualifier = next((w for w in _WORD.findall(s) if w.lower() in _QUALIFIERS), None)
-        if qualifier:
-            problem = f"qualified by the word {qualifier.lower()!r}"
-    s = strip_unit_words(s)
+    if letters:
+        s = _NUMBER_WORD.sub(_number_word, s) if _NUMBER_WORD.search(s) else s
+        if _WORD_ANSWER.fullmatch(s):
+            return Answer(s, is_text=True, problem=problem)
+    if "\\overline" in s:
+        s = _OVERLINE.sub(_repeating_decimal, s)
+    if letters:
+        s = _SCALE_WORD.sub(lambda m: f"({m.group(1)} \\cdot {_SCALES[m.group(2).lower()]})", s)
+        s = _OPERATOR_WORD.sub(lambda m: f"{m.group(1)}{_OPERATORS[m.group(2).lower()]}", s)
+        if problem is None and re.search(r"\d", s):
+            qualifier = next((w for w in _WORD.findall(s) if w.lower() in _QUALIFIERS), None)
+            if qualifier:
+                problem = f"qualified by the word {qualifier.lower()!r}"
+        s = strip_unit_words(s)
     s = strip_thousands_separators(s)
     s, problem = _side_by_side(s, problem)
     return Answer(s, percent=n_percent > 0, degrees=n_degrees > 0, cents=n_cents > 0, problem=problem)

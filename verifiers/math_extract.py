@@ -39,9 +39,8 @@ _SINGLE_VARIABLE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")
 _LEADING_NUMBER = re.compile(r"\\?\$?\s*-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s*\\?%)?")
 _EXPLANATION = re.compile(r",?\s+(?:because|since|as|which|so|that|from|after|when|for|by|and\s+[a-z])\b")
 _ANSWER_PHRASE = re.compile(r"final answer\**[ \t]*(?:is|:|\n)\s*:?|\banswer\s*(?:is|:)\s*:?", re.IGNORECASE)
-# "check our answer:", "so my answer is correct": talk about an answer, not one
-_NOT_A_PHRASE = re.compile(r"(?:\b(?:our|my|your|this|that|each|an?)|check(?:ing)?(?: the)?|verify(?:ing)?(?: the)?)\s+$",
-                           re.IGNORECASE)
+# "check our answer:", "so my answer is correct": talk about an answer, not one (the word before "answer")
+_NOT_A_PHRASE = frozenset("our my your this that each a an check checking verify verifying".split())
 _VERDICT_ONLY = re.compile(r"(?:correct|right|wrong|incorrect|valid|verified|confirmed|reasonable)\W*", re.IGNORECASE)
 _OPENING_ONLY = re.compile(r"\\\[|\$\$?|\\\(|\\begin\{[A-Za-z]+\*?\}")
 _HASHES = re.compile(r"####")
@@ -53,8 +52,7 @@ _RETRACTION = re.compile(
     r"|not right|no,|hmm|hold on|reconsider\w*|rethink\w*|re-?evaluat\w*|double[- ]check\w*|not quite"
     r"|let me (?:think|check|verify|try) again)", re.IGNORECASE)
 # A box is disowned by a negation right before it, or by a verdict on it right after it.
-_NEGATED_BEFORE = re.compile(r"(?:\bnot|n't|\bnever|\bnor|\bcannot be|\bcan't be)\s*(?:equal to|be|equals?)?\s*[:=]?\s*\$*\s*$",
-                             re.IGNORECASE)
+_NEGATIONS = frozenset(("not", "never", "nor", "cannot", "can't", "isn't", "wasn't", "won't"))
 _VERDICT_WORDS = r"(?:incorrect|wrong|false|mistaken|invalid|a mistake|an error|not (?:the (?:right |correct |final )?answer|correct|right|valid|true|it))"
 _DISOWNED_AFTER = re.compile(
     r"[\s$.,;:()\-]*(?:(?:but|and|which|though|however)\s*,?\s*)?(?:(?:that|this|it)(?:'s|\s+is|\s+was|\s+would be)?\s+)?"
@@ -196,7 +194,8 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
     for k, m in enumerate(matches):
         if inside(m.start()):
             continue  # `\boxed{5 \text{ (the answer is 6)}}`: part of the box's content, judged with it
-        if _NOT_A_PHRASE.search(text[max(0, m.start() - 20) : m.start()]):
+        before = text[max(0, m.start() - 20) : m.start()].lower().split()[-2:]
+        if before and (before[-1] in _NOT_A_PHRASE or before[-1] == "the" and before[0] in _NOT_A_PHRASE):
             continue
         line_end = text.find("\n", m.end(), m.end() + _MAX_ANSWER_CHARS)
         line_end = line_end if line_end >= 0 else min(len(text), m.end() + _MAX_ANSWER_CHARS)
@@ -238,6 +237,22 @@ def _inside_boxes(boxes: list[tuple[int, int, str]]):
     return inside
 
 
+def _negated_before(window: str) -> bool:
+    """"not \\boxed{5}", "isn't $\\boxed{5}", "cannot be equal to \\boxed{5}": a negation as the last words."""
+    words = window.rstrip(" $:=\t\n").lower().split()[-4:]
+    while words and words[-1] in ("be", "equal", "to", "equals", "exactly"):
+        words.pop()
+    return bool(words) and (words[-1] in _NEGATIONS or words[-1].endswith("n't"))
+
+
+def _disowned_after(window: str) -> bool:
+    """"\\boxed{24} is incorrect", "\\boxed{5} (wrong)", "\\boxed{5}, but that's wrong"."""
+    low = window.lower()
+    if not any(w in low for w in ("wrong", "incorrect", "false", "mistak", "invalid", "error", "not", "n't")):
+        return False
+    return _DISOWNED_AFTER.match(window) is not None
+
+
 def _hash_candidates(text: str) -> list[_Candidate]:
     out = []
     if "####" not in text:
@@ -254,8 +269,7 @@ def _hash_candidates(text: str) -> list[_Candidate]:
 def _box_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Candidate]:
     out = []
     for start, end, content in boxes:
-        disowned = bool(_NEGATED_BEFORE.search(text[max(0, start - _WINDOW) : start])
-                        or _DISOWNED_AFTER.match(text[end : end + _WINDOW]))
+        disowned = _negated_before(text[max(0, start - _WINDOW) : start]) or _disowned_after(text[end : end + _WINDOW])
         for _ in range(8):  # `\boxed{\boxed{5}}`: the inner box is the answer
             inner = last_boxed(content) if "box" in content else None
             if not inner:

@@ -27,8 +27,11 @@ uid 0 would otherwise get the owner's rights on the kernel's global settings in 
 pid 1 of its namespace, holds no capabilities, and under seccomp may start threads but no processes,
 signal nobody but its own pid (not its group, not 0 or -1), trace nobody, and make none of the calls
 Docker's default profile refuses (keyrings, io_uring, bpf, perf events, userfaultfd, namespaces, mounts,
-modules, clocks); pid_max of its namespace is the kernel's minimum as a second cap. It has limits on CPU
-time, address space, stack, file size, open files and core dumps. Its time limit counts CPU time, so that
+modules, clocks), nor any that would hold memory outside its address-space limit or charge the host user
+(SysV IPC, memfd, POSIX message queues, inotify), nor take file locks (a channel between programs that run
+at once), nor open sockets other than unix, IPv4 and IPv6 (vsock is not inside a network namespace), nor
+make itself dumpable; pid_max of its namespace is the kernel's minimum as a second cap. It has limits on
+CPU time, address space, stack, file size, open files, queued signals and core dumps. Its time limit counts CPU time, so that
 a busy machine does not turn a correct program into a timeout, and a wall clock at twice the limit ends
 one that sleeps; either kills it, and with it everything in its pid namespace. Stdout and stderr are
 capped. Its only network interface is the loopback of the worker's network namespace. Network and uts
@@ -40,11 +43,16 @@ process, executes the tests and calls the program's functions through a pipe; wh
 as plain data (numbers, strings, containers), never unpickled, within size caps, so no object of the
 program's making ever reaches a comparison. The program receives plain data too; a callable or iterator
 a test passes to it becomes a proxy it may call or advance and nothing else, and any other request, or a
-malformed message, is a protocol violation that fails the job. Built-in and standard-library names in the
+malformed message, is a protocol violation that fails the job. What the program passes to such a function,
+and what it gives back, must be plain data as well, and only functions the tests define (and iterators)
+are proxied, never a builtin, a class or a bound method: otherwise a call could build objects in the
+worker whose methods the program chose. Built-in and standard-library names in the
 tests (`abs`, `len`, `math`) are the worker's own, and HumanEval helpers (`poly`) come from the task's
 prompt, not from the program. A test passes only when the worker itself ran it to its end; the program's
 exit status and output count for nothing in a unit-test job (see `_rpc.py`). While tests run, the worker
-may grow by what the program itself may use (its address-space limit), no more. A worker that saw
+may grow by what the program itself may use (its address-space limit), no more, and its CPU time is capped
+at the job's wall clock, so work no signal can interrupt (one long C call) ends the worker, not the host's
+patience. A worker that saw
 anything unexpected (a protocol violation, a MemoryError of its own, a wall clock that ran out while it
 was busy, an error of the sandbox) answers that job as failed and exits; the pool starts a fresh one.
 Integrity over throughput.
@@ -55,7 +63,9 @@ program then reads its own source from a memfd. Tests, expected values and earli
 exist in the program's address space, not even as freed memory: deleting variables could not have
 given that guarantee. What the program can learn of the tests is only what they pass to its functions.
 
-Not defended: kernel exploits (namespaces are not a VM), side channels, CPU contention with other jobs,
+Not defended: kernel exploits (namespaces are not a VM), timing side channels, CPU contention with other
+jobs, memory the kernel charges to no limit we set (a cgroup per worker would bound it; we do not create
+one),
 and a program that finds the answers some other way than computing them (for example by reading tests
 it was shown in its prompt). Tests that observe mutation of their arguments see copies, because values
 cross the pipe by value. The reference's `setup` code runs in the program's process, so it must hold

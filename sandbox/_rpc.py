@@ -34,6 +34,7 @@ import signal
 import struct
 import sys
 import time
+import types
 
 MAX_MESSAGE = 16 << 20
 MAX_DEPTH = 200
@@ -84,6 +85,8 @@ class Remote:
         return self._ask("getattr", name)
 
     def __iter__(self):
+        if self._type == "iterator":  # an iterator of the tests' (a proxy may only be advanced): itself
+            return self
         return self._ask("iter")
 
     def __next__(self):
@@ -125,6 +128,7 @@ class Channel:
 
     def __init__(self, rfd: int, wfd: int, wait=None):
         self.rfd, self.wfd = rfd, wfd
+        self.plain_only = False
         self.wait = wait  # W: a function that blocks until rfd is readable or raises; P: None (blocking)
         self.buf = bytearray()
         self.objects: dict[int, object] = {}
@@ -145,9 +149,9 @@ class Channel:
         if depth > MAX_DEPTH:
             raise ValueError("value nested too deeply")
         d = depth + 1
-        if isinstance(obj, Remote) and obj._chan is self:
+        if isinstance(obj, Remote) and obj._chan is self and not self.plain_only:
             return {"H": obj._hid}
-        if _named_builtin(obj):
+        if _named_builtin(obj) and not self.plain_only:
             return {"B": obj.__name__}
         if isinstance(obj, bool):
             return bool(obj)
@@ -188,6 +192,7 @@ class Channel:
     def export(self, obj) -> dict:
         """How an object that is not plain data crosses: a handle the other side may use (see subclasses)."""
         raise NotImplementedError
+
 
     def keep(self, obj, kind: str) -> dict:
         self.next_id += 1
@@ -240,6 +245,8 @@ class Channel:
             return decimal.Decimal(_str(x))
         if tag == "Q":
             return fractions.Fraction(*(_int(i) for i in _list(x)))
+        if tag in ("B", "h", "H") and self.plain_only:
+            raise _violation(f"a value by name or handle ({tag!r}) where only plain data may cross")
         if tag == "B":
             if _str(x) not in _BUILTIN_VALUES:
                 raise _violation("unknown built-in")
@@ -306,12 +313,12 @@ class Channel:
         rid = msg.get("rid")
         op = msg.get("op")
         try:
-            args = self.decode(msg.get("args"))
+            args = self.decode_request(msg.get("args"))
             if type(op) is not str or type(args) is not list or not args:
                 raise _violation("malformed request")
             value = self.dispatch(op, args)
-            return {"re": rid, "value": self.encode(value)}
-        except (ProgramGone, SandboxTimeout):
+            return {"re": rid, "value": self.encode_reply(value)}
+        except (ProgramGone, SandboxTimeout, MemoryError):
             raise
         except StopIteration:  # the end of an iteration only where `next` was asked; a bug anywhere else
             return {"re": rid, "err": ["StopIteration" if op == "next" else "RuntimeError", "StopIteration"]}
@@ -324,6 +331,12 @@ class Channel:
 
     def dispatch(self, op: str, args: list):
         raise NotImplementedError
+
+    def decode_request(self, v):
+        return self.decode(v)
+
+    def encode_reply(self, value):
+        return self.encode(value)
 
 
 class ProgramChannel(Channel):
@@ -362,43 +375,67 @@ class ProgramChannel(Channel):
 
 
 class TestChannel(Channel):
-    """W's end: P receives plain data, or a proxy on a callable it may only call or an iterator it may only
-    advance (either may be asked its truth, which is always True); any other request from P is a protocol
-    violation."""
+    """W's end. P receives plain data, or a proxy on a function the tests defined (a lambda, a `def`) that
+    it may only call, or on an iterator (a generator, `iter(list)`, `map`, ...) that it may only advance;
+    the arguments P passes to them and what they give back must be plain data too, so that nothing made
+    while serving P (a class, a bound method, a builtin) ever becomes a handle. Any other request from P
+    is a protocol violation."""
 
     def export(self, obj) -> dict:
-        if hasattr(type(obj), "__next__"):
+        if self.plain_only:
+            raise TypeError(f"the tests' function gave back a {type(obj).__name__}: only plain data goes back")
+        if _exportable_iterator(obj):
             return self.keep(obj, "iterator")
-        if callable(obj):
+        if type(obj) is types.FunctionType:
             return self.keep(obj, "callable")
-        raise TypeError(f"the sandbox sends a program plain data, callables and iterators only, not "
-                        f"{type(obj).__name__}")
+        raise TypeError(f"the sandbox sends a program plain data, functions the tests define and iterators "
+                        f"only, not {type(obj).__name__}")
+
+    def decode_request(self, v):
+        return self._plain(self.decode, v)
+
+    def encode_reply(self, value):
+        return self._plain(self.encode, value)
+
+    def _plain(self, code, value):
+        self.plain_only = True
+        try:
+            return code(value)
+        finally:
+            self.plain_only = False
 
     def dispatch(self, op: str, args: list):
         hid = args[0]
         target = self.objects.get(hid) if type(hid) is int else None
         if target is None:
             raise _violation(f"a request for {op!r} on no object of the tests")
-        iterator = hasattr(type(target), "__next__")
+        iterator = _exportable_iterator(target)
         if op == "call" and not iterator and len(args) == 3 and type(args[1]) is list and type(args[2]) is dict \
                 and all(type(k) is str for k in args[2]):
             return target(*args[1], **args[2])
         if op == "next" and iterator and len(args) == 1:
             return next(target)
-        if op == "iter" and iterator and len(args) == 1:
-            return target
         if op == "bool" and len(args) == 1:  # `if callback:` is how a program tells it from None
             return True
-        raise _violation(f"a request for {op!r} on a {'iterator' if iterator else 'callable'} of the tests"[:120])
+        raise _violation(f"a request for {op!r} on a {'iterator' if iterator else 'function'} of the tests"[:120])
 
 
-# Built-ins that may travel by name. Not those with effects (exec, open, exit, setattr, ...): a program
-# must not hand the worker `exit` as the function under test and have the tests call it there.
-_UNSAFE_BUILTINS = {"exec", "eval", "compile", "open", "input", "print", "breakpoint", "exit", "quit", "help",
-                    "globals", "locals", "vars", "setattr", "delattr", "getattr", "dir", "copyright",
-                    "credits", "license", "aiter", "anext", "memoryview"}
-_BUILTIN_VALUES = {name for name, value in vars(builtins).items()
-                   if callable(value) and not name.startswith("_") and name not in _UNSAFE_BUILTINS}
+def _exportable_iterator(obj) -> bool:
+    """A generator, or an iterator of a built-in type (list_iterator, map, zip, ...): never a class of the
+    tests' or a program's making, whose other methods a handle could reach."""
+    t = type(obj)
+    return t is types.GeneratorType or (t.__module__ == "builtins" and hasattr(t, "__next__"))
+
+
+# Built-ins that may travel by name (so that `isinstance(x, int)` and `key=len` work across the pipe): the
+# value types and pure functions only. Not `type`, `object`, `getattr`, `exec`, `open`, `exit`, ...: a
+# program must not hand the worker something that builds classes, reaches attributes or has effects.
+_BUILTIN_VALUES = {
+    "abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "callable", "chr", "complex", "dict",
+    "divmod", "enumerate", "filter", "float", "format", "frozenset", "hash", "hex", "int", "isinstance",
+    "issubclass", "iter", "len", "list", "map", "max", "min", "next", "oct", "ord", "pow", "range", "repr",
+    "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
+}
 
 
 def _named_builtin(obj) -> bool:
@@ -477,7 +514,6 @@ def _compile_tests(sources: list[str]) -> list:
 def program_side(payload: dict, rfd: int, wfd: int) -> None:
     """In P: load the program (and the reference's setup code, which is the task's and holds no test), then
     answer W's requests until W ends P."""
-    import types
 
     module = types.ModuleType("solution")
     sys.modules["solution"] = module
@@ -611,6 +647,7 @@ def run_tests(cfg: dict, start) -> dict:
 def _run_each(cfg: dict, chan: TestChannel, codes: list, outcomes: list[dict], run: dict) -> None:
     """The tests one by one, each outcome recorded as it ends; how the whole run ended goes into `run`."""
     from_program = {cfg["entry_point"]} if "check" in cfg else program_names(test_sources(cfg))
+    hello = None
     try:
         hello = chan.recv()
         if not hello.get("loaded"):
@@ -636,7 +673,7 @@ def _run_each(cfg: dict, chan: TestChannel, codes: list, outcomes: list[dict], r
         run["ended"] = "program gone"
         if exc.violation:
             run["retire"] = f"protocol violation: {exc}"
-        elif not any(o["passed"] for o in outcomes):
+        elif hello is None:  # it never finished loading (an exit during a call is that test's failure)
             run["load_error"] = run["load_error"] or f"program exited: {exc}"
         _mark_current(outcomes, f"program exited: {exc}")
     except MemoryError:

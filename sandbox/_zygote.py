@@ -145,22 +145,39 @@ def _drop_capabilities() -> None:
 # seccomp: the program may start threads but no processes (each process has its own address-space limit,
 # so a process count is what keeps total memory bounded, and RLIMIT_NPROC does not bind a process that is
 # root on the host, as CI is); it may signal only its own pid (not its group, not 0 or -1) and may not
-# trace anything. Beyond that, the calls Docker's default profile refuses are refused: keyrings (charged to
-# the host user's quota), io_uring, bpf, perf events, userfaultfd, namespaces and mounts, modules, kexec,
-# clocks, NUMA policy, handles to files by id, and reading or writing other processes. Foreign ABIs (i386,
-# x32), whose syscall numbers differ, are refused outright.
+# trace anything. Beyond that, the calls Docker's default profile refuses are refused (keyrings, charged to
+# the host user's quota; io_uring, bpf, perf events, userfaultfd, namespaces and mounts, modules, kexec,
+# clocks, NUMA policy, handles to files by id, reading or writing other processes), and so is what would
+# hold memory outside the address-space limit or be charged to the host user (SysV IPC, memfd, POSIX
+# message queues, inotify), file locks (a channel between programs running at the same time: they share
+# the read-only system files), sockets of any family but unix, IPv4 and IPv6 (vsock would reach past the
+# network namespace), and making itself dumpable again. Foreign ABIs (i386, x32), whose syscall numbers
+# differ, are refused outright.
 _REFUSED_BOTH = {424: 1, 425: 1, 426: 1, 427: 1, 428: 1, 429: 1, 430: 1, 431: 1, 432: 1, 433: 1, 435: 38,
                  438: 1, 440: 1, 442: 1}  # pidfd_send_signal, io_uring_*, new mount API, clone3, pidfd_getfd, ...
-_SECCOMP_TABLES = {  # arch, {syscall: errno when refused}, clone, {syscall whose first argument must be us}
+AF_UNIX, AF_INET, AF_INET6, EAFNOSUPPORT = 1, 2, 10, 97
+FILE_LOCKS = (5, 6, 7, 36, 37, 38)  # fcntl F_GETLK, F_SETLK, F_SETLKW and their OFD forms
+PR_SET_DUMPABLE_ = 4
+# Per machine: arch, {syscall: errno when refused}, clone, syscalls whose first argument must be our pid,
+# and {syscall: (argument index, values, allowed?, errno)} for calls judged by one argument.
+_SECCOMP_TABLES = {
     "x86_64": (0xC000003E, {**_REFUSED_BOTH, **dict.fromkeys(
         (57, 58, 101, 103, 135, 153, 155, 159, 161, 163, 164, 165, 166, 167, 168, 169, 172, 173, 175, 176, 179,
          200, 212, 227, 237, 238, 246, 248, 249, 250, 256, 272, 279, 298, 300, 303, 304, 305, 308, 310, 311,
-         312, 313, 320, 321, 323), 1)}, 56,
-        {62: "kill", 234: "tgkill", 129: "sigqueue", 297: "tgsigqueue"}),
+         312, 313, 320, 321, 323,
+         29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220,  # SysV shm, semaphores, message queues
+         319, 240, 253, 294, 73), 1)},  # memfd_create, mq_open, inotify_init, inotify_init1, flock
+        56, (62, 234, 129, 297),  # kill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo
+        {41: (0, (AF_UNIX, AF_INET, AF_INET6), True, EAFNOSUPPORT), 53: (0, (AF_UNIX,), True, EAFNOSUPPORT),
+         72: (1, FILE_LOCKS, False, 1), 157: (0, (PR_SET_DUMPABLE_,), False, 1)}),  # socket(pair), fcntl, prctl
     "aarch64": (0xC00000B7, {**_REFUSED_BOTH, **dict.fromkeys(
         (18, 39, 40, 41, 51, 58, 60, 89, 92, 97, 104, 105, 106, 112, 116, 117, 130, 142, 170, 171, 217, 218,
-         219, 224, 225, 235, 237, 238, 239, 241, 262, 264, 265, 266, 268, 270, 271, 272, 273, 280, 282, 294), 1)},
-        220, {129: "kill", 131: "tgkill", 138: "sigqueue", 240: "tgsigqueue"}),
+         219, 224, 225, 235, 237, 238, 239, 241, 262, 264, 265, 266, 268, 270, 271, 272, 273, 280, 282, 294,
+         186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197,  # SysV message queues, semaphores, shm
+         279, 180, 26, 32), 1)},  # memfd_create, mq_open, inotify_init1, flock
+        220, (129, 131, 138, 240),
+        {198: (0, (AF_UNIX, AF_INET, AF_INET6), True, EAFNOSUPPORT), 199: (0, (AF_UNIX,), True, EAFNOSUPPORT),
+         25: (1, FILE_LOCKS, False, 1), 167: (0, (PR_SET_DUMPABLE_,), False, 1)}),
 }
 CLONE_THREAD = 0x00010000
 
@@ -169,18 +186,36 @@ def _seccomp_program(pid: int) -> bytes | None:
     table = _SECCOMP_TABLES.get(os.uname().machine)
     if table is None:
         return None
-    arch, refused, clone, own_pid = table
+    arch, refused, clone, own_pid, by_argument = table
     LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|{JEQ,JGE,JSET}|K, BPF_RET|K
-    ALLOW, KILL, EPERM = 0x7FFF0000, 0x80000000, 0x00050001
-    ARG0 = 16  # low 32 bits of the first argument in struct seccomp_data (little-endian)
+    ALLOW, KILL = 0x7FFF0000, 0x80000000
+
+    def errno(code: int) -> int:
+        return 0x00050000 | code  # SECCOMP_RET_ERRNO
+
+    def argument(index: int) -> int:
+        return 16 + 8 * index  # low 32 bits of args[index] in struct seccomp_data (little-endian)
+
+    def judged_by(nr: int, index: int, values, allowed: bool, code: int) -> list:
+        """If the call is `nr`: return at once, ALLOW or the errno, by whether args[index] is one of `values`."""
+        block = [(LD, 0, 0, argument(index))]
+        for k, value in enumerate(values):
+            block.append((JEQ, len(values) - k, 0, value))  # a match jumps to the last return
+        on_match, otherwise = (ALLOW, errno(code)) if allowed else (errno(code), ALLOW)
+        block += [(RET, 0, 0, otherwise), (RET, 0, 0, on_match)]
+        return [(JEQ, 0, len(block), nr)] + block
+
     ins = [(LD, 0, 0, 4), (JEQ, 1, 0, arch), (RET, 0, 0, KILL), (LD, 0, 0, 0),
            (JGE, 0, 1, 0x40000000), (RET, 0, 0, KILL)]
-    for nr, errno in refused.items():
-        ins += [(JEQ, 0, 1, nr), (RET, 0, 0, 0x00050000 | errno)]
-    # Each block below ends in a return on every path: after loading the argument nothing falls through.
-    ins += [(JEQ, 0, 4, clone), (LD, 0, 0, ARG0), (JSET, 1, 0, CLONE_THREAD), (RET, 0, 0, EPERM), (RET, 0, 0, ALLOW)]
+    for nr, code in refused.items():
+        ins += [(JEQ, 0, 1, nr), (RET, 0, 0, errno(code))]
+    # Each block below ends in a return on every path: after loading an argument nothing falls through.
+    ins += [(JEQ, 0, 4, clone), (LD, 0, 0, argument(0)), (JSET, 1, 0, CLONE_THREAD), (RET, 0, 0, errno(1)),
+            (RET, 0, 0, ALLOW)]
     for nr in own_pid:  # the first argument is a pid (or 0 / negative for a group): ours only
-        ins += [(JEQ, 0, 4, nr), (LD, 0, 0, ARG0), (JEQ, 1, 0, pid), (RET, 0, 0, EPERM), (RET, 0, 0, ALLOW)]
+        ins += judged_by(nr, 0, (pid,), True, 1)
+    for nr, rule in by_argument.items():
+        ins += judged_by(nr, *rule)
     ins.append((RET, 0, 0, ALLOW))
     return b"".join(struct.pack("<HBBI", *i) for i in ins)
 
@@ -237,6 +272,9 @@ def confine_program(cfg: dict, namespaced: bool, workdir: str) -> None:
         resource.RLIMIT_CORE: (0, 0),
         resource.RLIMIT_NPROC: (cfg["nproc"],) * 2,
         resource.RLIMIT_STACK: (8 * 2**20, 8 * 2**20),  # also each thread's stack: keeps thread bombs small
+        # Charged to the host user (the kernel's uid of P is the worker's): queued signals, message queues.
+        resource.RLIMIT_SIGPENDING: (64, 64),
+        resource.RLIMIT_MSGQUEUE: (0, 0),
     }
     for which, value in limits.items():
         try:
@@ -246,6 +284,7 @@ def confine_program(cfg: dict, namespaced: bool, workdir: str) -> None:
     if namespaced:
         _drop_capabilities()
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no core dump handed to a host helper; seccomp keeps it so
     if cfg.get("forbid_processes", True):
         _forbid_new_processes()
     os.environ.clear()
@@ -636,11 +675,11 @@ def serve(cfg: dict, template: Template) -> dict:
     try:
         if cfg["kind"] == "run":
             return Program(cfg, template, cfg.get("stdin", "").encode(), rpc=False).finish()
-        _limit_own_memory(cfg["memory_mb"])
+        _bound_self(cfg)
         try:
             return _rpc.run_tests(cfg, lambda: Program(cfg, template, b"", rpc=True))
         finally:
-            _limit_own_memory(None)
+            _bound_self(None)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001  (reported as a sandbox failure, never as a pass)
@@ -653,13 +692,21 @@ _BASELINE_BYTES = 0  # the worker's address space once warm, before any job (set
 _OWN_SLACK = 64 << 20  # for the test code's own values and the messages in flight
 
 
-def _limit_own_memory(memory_mb: int | None) -> None:
+def _bound_self(cfg: dict | None) -> None:
     """While tests run here, this worker may grow by what the program itself may use, and no more: values
     a program returns (a huge range that a test turns into a tuple) then end in a MemoryError here, which
-    retires the worker, instead of taking the host's memory."""
-    soft = resource.RLIM_INFINITY if memory_mb is None else _BASELINE_BYTES + (memory_mb << 20) + _OWN_SLACK
-    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-    resource.setrlimit(resource.RLIMIT_AS, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+    retires the worker, instead of taking the host's memory. Its CPU time is bounded too, by the job's wall
+    clock: work that no signal handler can interrupt (one C call, such as a set of colliding hashes) ends
+    with SIGXCPU, whose default action ends the worker. `None` lifts both bounds after the job."""
+    if cfg is None:
+        memory, cpu = resource.RLIM_INFINITY, resource.RLIM_INFINITY
+    else:
+        memory = _BASELINE_BYTES + (cfg["memory_mb"] << 20) + _OWN_SLACK
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = int(used.ru_utime + used.ru_stime + WALL_FACTOR * cfg["timeout_s"]) + 2
+    for which, soft in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu)):
+        hard = resource.getrlimit(which)[1]
+        resource.setrlimit(which, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
 def _address_space_bytes() -> int:

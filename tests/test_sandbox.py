@@ -627,7 +627,7 @@ def test_a_handle_on_a_test_object_gives_nothing_but_calls(verifier, sandbox, re
 def test_a_test_object_that_is_neither_data_nor_callable_is_refused(verifier):
     reference = {"setup": "", "tests": ["class Box:\n    pass\nassert apply(lambda b: 1, Box()) == 1"]}
     verdict = verifier.verify(HONEST_CALLBACKS, reference)
-    assert not verdict.correct and "plain data, callables and iterators" in verdict.details["tests"][0]["error"]
+    assert not verdict.correct and "plain data, functions the tests define and iterators" in verdict.details["tests"][0]["error"]
 
 
 def test_forged_messages_retire_the_worker(verifier, sandbox):
@@ -794,3 +794,111 @@ def test_the_command_line_flag_accepts_running_without_isolation(monkeypatch, ca
     assert Sandbox(workers=1).unsafe_no_isolation is False
     assert main(["--unsafe-no-isolation", "verifiers"]) == 0
     assert os.environ[UNSAFE_ENV] == "1" and Sandbox(workers=1).unsafe_no_isolation is True
+
+
+# -- found by an outside red team (each class, not each case) ----------------------------------------------------
+
+
+def test_a_builtin_or_class_the_tests_pass_is_not_a_handle(verifier, sandbox):
+    """`getattr`, `type` or a bound method handed to the program would have let it build classes and run
+    code in the worker: only functions the tests define (and iterators) become proxies."""
+    for given in ("getattr", "type", "str.upper", "object"):
+        reference = {"tests": [f"assert apply({given}, 3) == 3"]}
+        verdict = attack(verifier, "def apply(f, x):\n    return f\n", reference)
+        assert "TypeError" in verdict.details["tests"][0]["error"], verdict
+    still_works(sandbox)
+
+
+def test_a_lambda_called_with_a_handle_or_a_builtin_is_a_violation(verifier, sandbox):
+    """What the program passes to a test's function, and what that function gives back, is plain data:
+    `type` by name into `lambda t: t[1]` (which would build a class in the worker) ends the job."""
+    reference = {"tests": ["assert apply(lambda t: t[1], 3) == 3", "assert apply(lambda t: t[1], 4) == 4"]}
+    verdict = attack(verifier, "def apply(f, x):\n    alias = f(type)\n    return alias\n", reference)
+    assert "protocol violation" in verdict.reason, verdict
+    verdict = attack(verifier, "class Box:\n    pass\ndef apply(f, x):\n    return f(Box())\n", reference)
+    assert "protocol violation" in verdict.reason, verdict
+    honest = "def apply(f, x):\n    return f((0, x))\n"
+    assert verifier.verify(honest, reference).correct
+    still_works(sandbox)
+
+
+def test_memory_outside_the_address_space_limit_is_refused(sandbox):
+    """SysV shared memory, memfds and POSIX message queues would hold host memory past RLIMIT_AS (and past
+    the program's death); inotify instances and queued signals are charged to the host user."""
+    source = """
+    import ctypes, errno, os, resource, signal
+    libc = ctypes.CDLL(None, use_errno=True)
+    refused = []
+    if libc.shmget(0, 1 << 20, 0o1600) == -1 and ctypes.get_errno() == errno.EPERM:
+        refused.append("shmget")
+    try:
+        os.memfd_create("x")
+    except PermissionError:
+        refused.append("memfd")
+    if libc.inotify_init1(0) == -1 and ctypes.get_errno() == errno.EPERM:
+        refused.append("inotify")
+    if libc.syscall(240 if os.uname().machine == "x86_64" else 180, b"/q", 0o102, 0o600, None) == -1:
+        refused.append("mq_open")
+    print(refused, resource.getrlimit(resource.RLIMIT_SIGPENDING), resource.getrlimit(resource.RLIMIT_MSGQUEUE))
+    """
+    result = run(sandbox, source)
+    assert result.stdout == "['shmget', 'memfd', 'inotify', 'mq_open'] (64, 64) (0, 0)\n", result
+
+
+def test_sockets_file_locks_and_dumpability(sandbox):
+    """vsock (it is not inside the worker's network namespace) and other address families, file locks (a
+    channel between programs running at once on shared read-only files), and making itself dumpable."""
+    source = """
+    import ctypes, fcntl, socket, sys
+    out = [socket.socket(socket.AF_INET).family == socket.AF_INET, socket.socketpair()[0].family == socket.AF_UNIX]
+    for family in (40, 16, 17):  # AF_VSOCK, AF_NETLINK, AF_PACKET
+        try:
+            socket.socket(family, socket.SOCK_DGRAM)
+            out.append(family)
+        except OSError as exc:
+            out.append(exc.errno)
+    with open(sys.executable, "rb") as f:  # read-only, and shared by every program
+        for lock in (lambda: fcntl.flock(f, fcntl.LOCK_SH), lambda: fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB)):
+            try:
+                lock()
+                out.append("locked")
+            except OSError as exc:
+                out.append(exc.errno)
+    libc = ctypes.CDLL(None, use_errno=True)
+    out.append(libc.prctl(4, 1, 0, 0, 0))
+    print(out)
+    """
+    result = run(sandbox, source)
+    assert result.stdout == "[True, True, 97, 97, 97, 1, 1, -1]\n", result
+
+
+def test_work_no_signal_can_interrupt_ends_with_the_worker(sandbox):
+    """A set of integers that all hash alike is one long C call in the worker, where the wall-clock alarm
+    cannot interrupt it: the worker's CPU limit (twice the job's, plus 2 s) ends the worker instead."""
+    collide = "def f():\n    return [k * (2**61 - 1) for k in range(60000)]\n"
+    verifier = CodeVerifier(timeout_s=0.5, memory_mb=256, sandbox=sandbox)
+    t0 = time.monotonic()
+    verdict = verifier.verify(collide, {"tests": ["assert set(f()) == {0}"]})
+    assert not verdict.correct and "worker died" in verdict.reason, verdict
+    assert time.monotonic() - t0 < 20
+    still_works(sandbox)
+
+
+def test_a_memory_error_while_serving_the_program_retires_the_worker(sandbox):
+    reference = {"tests": ["assert apply(lambda n: [0] * n, 3) == [0, 0, 0]"]}
+    program = """
+    def apply(f, n):
+        try:
+            f(10 ** 9)  # 8 GB in the worker: a MemoryError there, never an error the program may catch
+        except Exception:
+            pass
+        return f(n)
+    """
+    result = sandbox.run(job("tests", 5.0, 256, source=textwrap.dedent(program), tests=reference["tests"]))
+    assert result["retire"] and not result["completed"], result
+    still_works(sandbox)
+
+
+def test_an_exit_during_a_call_is_that_tests_failure_not_a_load_error(verifier):
+    verdict = attack(verifier, "def add(a, b):\n    import os\n    os._exit(0)\n")
+    assert "load" not in verdict.reason and verdict.details["tests"][0]["error"].startswith("program exited")

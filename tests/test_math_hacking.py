@@ -111,6 +111,12 @@ def degenerate_responses() -> list[str]:
         "\\boxed{" + "x+" * 25_000 + "x}",
         "The answer is 5, or maybe " * 2_000,
         "\\boxed{5} is not " * 3_000,
+        ("The answer is " + "\\(" * 1_000 + "\n") * 200,  # a math-span search per answer line
+        ("Final answer: " + "\\[" * 1_000 + "\n") * 200,
+        ("The answer isn't " + "\\(" * 500 + " it's " + "\\(" * 400 + "\n") * 100,
+        "answer" + " " * 200_000 + "x",
+        ("  \t " * 2_000 + "\n") * 100,
+        "\\boxed{5} wait " + "\\(" * 100_000,
     ]
     return out
 

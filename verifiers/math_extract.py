@@ -29,6 +29,10 @@ _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _TAIL = 4000
 _MAX_ANSWER_CHARS = 2000
 _MAX_CANDIDATES = 200  # markers examined, from the end; a response repeating one more often is a loop
+# Answer phrases cost more to read (a math-span search over their line): fewer, over a shorter line, so
+# that a loop of "The answer is \\(\\(\\(..." costs milliseconds, not seconds.
+_MAX_PHRASES = 12
+_PHRASE_LINE_CHARS = 600
 _WINDOW = 60  # characters either side of a box searched for words that disown it
 
 _BRACE_TOKENS = re.compile(r"\\.|[{}]", re.DOTALL)  # an escaped brace `\{` is one token, not a brace
@@ -73,7 +77,7 @@ _CORRECTED_TO = re.compile(r"\b(?:it's|it is|it was|but|rather|instead)\b[\s:,]*
 _LIST_NUMBER = r"\$?(?:[A-Za-z]\s*=\s*)?-?\d+(?:\.\d+)?\$?"
 _LIST_SEPARATOR = r"\s*(?:,|;|/|\bor\b|\band\b|\bmaybe\b|\bperhaps\b)(?:\s*(?:\bor\b|\band\b|\bmaybe\b|\bperhaps\b))?\s*"
 _NUMBER_LIST = re.compile(rf"({_LIST_NUMBER})(?:{_LIST_SEPARATOR}{_LIST_NUMBER})+\s*[.?!]*\s*")
-_BARE_LINE = re.compile(r"\s*\$?\s*(-?\d+(?:\.\d+)?)\s*\$?\s*[.]?\s*")
+_BARE_LINE = re.compile(r"\$?\s*(-?\d+(?:\.\d+)?)\s*\$?\.?")  # matched on a stripped line
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,7 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
     out: list[_Candidate] = []
     if "nswer" not in text and "NSWER" not in text:
         return out
-    matches = list(_ANSWER_PHRASE.finditer(text))[-_MAX_CANDIDATES:]
+    matches = list(_ANSWER_PHRASE.finditer(text))[-_MAX_PHRASES:]
     box_starts = [b[0] for b in boxes]
     inside = _inside_boxes(boxes)
     for k, m in enumerate(matches):
@@ -198,8 +202,8 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
         before = text[max(0, m.start() - 20) : m.start()].lower().split()[-2:]
         if before and (before[-1] in _NOT_A_PHRASE or before[-1] == "the" and before[0] in _NOT_A_PHRASE):
             continue
-        line_end = text.find("\n", m.end(), m.end() + _MAX_ANSWER_CHARS)
-        line_end = line_end if line_end >= 0 else min(len(text), m.end() + _MAX_ANSWER_CHARS)
+        line_end = text.find("\n", m.end(), m.end() + _PHRASE_LINE_CHARS)
+        line_end = line_end if line_end >= 0 else min(len(text), m.end() + _PHRASE_LINE_CHARS)
         if k + 1 < len(matches) and matches[k + 1].start() < line_end and not re.search(
                 r"[\d\\$]", text[m.end() : matches[k + 1].start()]):
             continue  # "Final Answer: The final answer is 5": the inner phrase holds the answer
@@ -324,7 +328,7 @@ def _unmarked_answers(text: str) -> tuple[str, ...]:
     lines = [line for line in window.rstrip().split("\n") if line.strip()][-6:]
     bare = []
     for line in reversed(lines):  # "12\n15\n18": trailing lines that are each just a number
-        m = _BARE_LINE.fullmatch(line)
+        m = _BARE_LINE.fullmatch(line.strip())
         if not m:
             break
         bare.append(m.group(1))

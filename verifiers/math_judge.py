@@ -16,7 +16,7 @@ import re
 import warnings
 from functools import lru_cache
 
-from verifiers.math_normalise import Answer
+from verifiers.math_normalise import Answer, split_top_level
 from verifiers.math_numbers import format_rational, parse_rational
 
 _LABELLED_CHOICE = re.compile(r"\(([A-E])\)\s+\S")
@@ -84,8 +84,6 @@ def _alternatives(answer: Answer, reference: Answer) -> str | None:
         return None
     if answer.text.startswith("\\{") and "," in answer.text:
         return "hedged: a set of several values for one value"
-    from verifiers.math_parse import split_top_level
-
     if len(split_top_level(answer.text, _LIST_SEPARATORS)) > 1:
         return "hedged: the answer lists several values"
     return None

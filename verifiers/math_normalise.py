@@ -57,10 +57,11 @@ _THOUSANDS_PLAIN = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _THOUSANDS_SPACE = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")  # "1 000 000", as SI and many languages write it
 _CHOICE = re.compile(r"\(?\s*([A-E])\s*\)?[.:]?")
 _MEMBERSHIP = re.compile(r"^[A-Za-z]\s*\\in\s*")
-# Unit words after a number or a closing brace ("5 apples", "\frac{1}{2} cm^2"). Words must be
-# separated by spaces so the pattern cannot backtrack exponentially on a long run of letters.
-_UNIT_WORDS = re.compile(r"(?<=[\d}.])\s*[A-Za-z]{2,}(?:\.?\s+[A-Za-z]{2,})*\.?\s*(?:\^\s*\{?\s*[23]\s*\}?)?$")
-_PLAIN_NUMBER_THEN_WORDS = re.compile(r"(-?[\d.]+(?:/\d+)?)\s+([A-Za-z]{2,}(?:\s+[A-Za-z]{2,})*)\s*(?:\^\{?[23]\}?)?")
+# Unit words after a number or a closing brace ("5 apples", "\frac{1}{2} cm^2"), three at most
+# ("5 ab ab ab ..." is not a number and its unit). Words must be separated by spaces so the pattern
+# cannot backtrack exponentially on a long run of letters.
+_UNIT_WORDS = re.compile(r"(?<=[\d}.])\s*[A-Za-z]{2,}(?:\.?\s+[A-Za-z]{2,}){0,2}\.?\s*(?:\^\s*\{?\s*[23]\s*\}?)?$")
+_PLAIN_NUMBER_THEN_WORDS = re.compile(r"(-?[\d.]+(?:/\d+)?)\s+([A-Za-z]{2,}(?:\s+[A-Za-z]{2,}){0,2})\s*(?:\^\{?[23]\}?)?")
 # Words that are mathematics, not units: "2 pi" is 2*pi, never 2 of a unit called "pi".
 _MATH_WORDS = {"pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "oo", "inf", "infty",
                "infinity", "and", "or", "mod", "abs", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh"}
@@ -258,6 +259,37 @@ def _side_by_side(s: str, problem: str | None) -> tuple[str, str | None]:
     if _SIDE_BY_SIDE.search(s) and problem is None:
         problem = "two numbers side by side"
     return s, problem
+
+
+def split_top_level(s: str, separators: tuple[str, ...]) -> list[str]:
+    """Split `s` at separators that are outside every (), [], {} and `\\{ \\}` pair."""
+    if not any(sep in s for sep in separators):
+        return [s.strip()]
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        if s.startswith("\\{", i):
+            depth += 1
+            i += 2
+            continue
+        if s.startswith("\\}", i):
+            depth -= 1
+            i += 2
+            continue
+        c = s[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0:
+            for sep in separators:
+                if s.startswith(sep, i) and not (sep[-1].isalpha() and s[i + len(sep) : i + len(sep) + 1].isalpha()):
+                    parts.append(s[start:i])
+                    start = i + len(sep)
+                    i = start - 1
+                    break
+        i += 1
+    parts.append(s[start:])
+    return [p.strip() for p in parts]
 
 
 def strip_unit_words(s: str) -> str:

@@ -31,6 +31,8 @@ from sympy.parsing.sympy_parser import (
     standard_transformations,
 )
 
+from verifiers.math_normalise import split_top_level  # sympy-free, so the caller can use it without importing sympy
+
 # `rationalize` reads decimals as exact rationals (0.1 is 1/10), so written decimals compare exactly.
 _TRANSFORMATIONS = standard_transformations + (implicit_multiplication_application, convert_xor, rationalize)
 _FUNCTIONS = {
@@ -114,37 +116,6 @@ class Relation:
     op: str  # "==", "<", "<=", ">", ">=", "!="
     lhs: object
     rhs: object
-
-
-def split_top_level(s: str, separators: tuple[str, ...]) -> list[str]:
-    """Split `s` at separators that are outside every (), [], {} and `\\{ \\}` pair."""
-    if not any(sep in s for sep in separators):
-        return [s.strip()]
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(s):
-        if s.startswith("\\{", i):
-            depth += 1
-            i += 2
-            continue
-        if s.startswith("\\}", i):
-            depth -= 1
-            i += 2
-            continue
-        c = s[i]
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif depth == 0:
-            for sep in separators:
-                if s.startswith(sep, i) and not (sep[-1].isalpha() and s[i + len(sep) : i + len(sep) + 1].isalpha()):
-                    parts.append(s[start:i])
-                    start = i + len(sep)
-                    i = start - 1
-                    break
-        i += 1
-    parts.append(s[start:])
-    return [p.strip() for p in parts]
 
 
 def _balanced(s: str) -> bool:

@@ -117,6 +117,8 @@ def degenerate_responses() -> list[str]:
         "answer" + " " * 200_000 + "x",
         ("  \t " * 2_000 + "\n") * 100,
         "\\boxed{5} wait " + "\\(" * 100_000,
+        "\\boxed{1" + " ab." * 12_000 + "1}",  # quadratic unit-word search: 19.6 s in the caller before
+        "\\boxed{" + "1 ab. " * 400 + "1}",  # the same, short enough to be normalised in the caller
     ]
     return out
 

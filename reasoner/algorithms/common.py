@@ -110,6 +110,13 @@ def punish_truncated(rewards: torch.Tensor, truncated: torch.Tensor, penalty: fl
 TRUNCATION = {"keep": keep_truncated, "mask": mask_truncated, "punish": punish_truncated}
 
 
+def soft_overlong_penalty(lengths: torch.Tensor, max_new_tokens: int, buffer: int) -> torch.Tensor:
+    """DAPO's soft overlong punishment (Yu et al. 2025), added to the reward: 0 up to max_new_tokens - buffer
+    tokens, then falling linearly to -1 at max_new_tokens: lengths [N] -> penalties [N]."""
+    start = max_new_tokens - buffer
+    return torch.clamp((start - lengths.float()) / buffer, min=-1.0, max=0.0)  # [N]
+
+
 def kl_penalised_rewards(rewards: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
     """KL in the reward rather than the loss: r - beta * sum_t kl_t, per sequence: [N] (as veRL's use_kl_in_reward)."""
     return rewards - beta * (kl * mask).sum(-1)

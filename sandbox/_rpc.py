@@ -549,16 +549,20 @@ class TestNamespace(dict):
     """Globals for the test code. Built-in and standard-library names are W's own, so a program cannot
     redefine `abs`, `len` or `math` to fool a comparison; other names the tests do not define themselves
     (the functions under test, setup objects, helpers) are fetched from the program. `from_program` lists
-    built-in names that are really the function under test (MBPP task 126 is called `sum`)."""
+    built-in names that are really the function under test (MBPP task 126 is called `sum`). With
+    `only_listed` (HumanEval's `check`), nothing but `from_program` comes from the program: a helper the
+    check calls (`poly`) is the prompt's or missing, never the program's version of it."""
 
-    def __init__(self, chan: Channel, from_program: set[str], prefetched: dict):
+    def __init__(self, chan: Channel, from_program: set[str], prefetched: dict, only_listed: bool = False):
         super().__init__(__builtins__=builtins, __name__="__main__")
         self.chan, self.from_program, self.prefetched = chan, from_program, prefetched
+        self.only_listed = only_listed
         self.absent: set[str] = set()
 
     def __missing__(self, name):
         local = name in builtins.__dict__ or name in sys.stdlib_module_names
-        if name in self.absent or (local and name not in self.from_program):
+        listed = name in self.from_program
+        if name in self.absent or (local and not listed) or (self.only_listed and not listed):
             if name in sys.stdlib_module_names and name not in builtins.__dict__:
                 import importlib
 
@@ -654,7 +658,8 @@ def _run_each(cfg: dict, chan: TestChannel, codes: list, outcomes: list[dict], r
             run["load_error"] = str(hello.get("error", "program did not load"))[:300]
             return
         prefetched = hello.get("globals")
-        ns = TestNamespace(chan, from_program, prefetched if isinstance(prefetched, dict) else {})
+        ns = TestNamespace(chan, from_program, prefetched if isinstance(prefetched, dict) else {},
+                           only_listed="check" in cfg)
         if cfg.get("prefix"):
             _trusted_helpers(ns, cfg["prefix"], cfg["entry_point"])
         for i, code in enumerate(codes):

@@ -126,6 +126,22 @@ def _map_self(uid: int, gid: int) -> None:
             f.write(text)
 
 
+DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")  # all of /dev a program gets
+MS_RDONLY, MS_REMOUNT, MS_BIND = 0x1, 0x20, 0x1000
+_KEPT_MOUNT_FLAGS = 0x2 | 0x4 | 0x8 | 0x400 | 0x800 | 0x1000  # nosuid, nodev, noexec, noatime, nodiratime, relatime
+
+
+def _devices_read_only() -> None:
+    """In P's mount namespace: a program's kernel uid may be the host's root, which owns the host's device
+    nodes, so on a writable mount it could chmod, chown or touch them (a host without /dev/null, or a store
+    that outlives the program). Read-only, a device is still read and written. The mount's other flags are
+    kept (those bubblewrap set are locked here); bubblewrap's own --remount-ro would add nodev."""
+    for device in DEVICES:
+        path = (JAIL + device).encode()
+        flags = os.statvfs(path).f_flag & _KEPT_MOUNT_FLAGS
+        _check(_libc.mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None), "remount " + device)
+
+
 def _private_directories(size_mb: int, inodes: int) -> None:
     """In P, in its own mount namespace: fresh tmpfs mounts for its working directory and /tmp, capped in
     bytes and in files, gone with the namespace when P dies."""
@@ -149,14 +165,17 @@ def _drop_capabilities() -> None:
 # the host user's quota; io_uring, bpf, perf events, userfaultfd, namespaces and mounts, modules, kexec,
 # clocks, NUMA policy, handles to files by id, reading or writing other processes), and so is what would
 # hold memory outside the address-space limit or be charged to the host user (SysV IPC, memfd, POSIX
-# message queues, inotify), file locks (a channel between programs running at the same time: they share
-# the read-only system files), sockets of any family but unix, IPv4 and IPv6 (vsock would reach past the
-# network namespace), and making itself dumpable again. Foreign ABIs (i386, x32), whose syscall numbers
-# differ, are refused outright.
+# message queues, inotify, AIO contexts), file locks and leases, the page cache's state (mincore, fadvise,
+# readahead, cachestat): channels or stores between programs, which share the read-only system files;
+# sockets of any family but unix (TCP's TIME_WAIT in the worker's network namespace outlives a program and
+# would carry bits to the next; vsock is not inside a network namespace at all), and making itself
+# dumpable again. Foreign ABIs (i386, x32), whose syscall numbers differ, are refused outright.
 _REFUSED_BOTH = {424: 1, 425: 1, 426: 1, 427: 1, 428: 1, 429: 1, 430: 1, 431: 1, 432: 1, 433: 1, 435: 38,
                  438: 1, 440: 1, 442: 1}  # pidfd_send_signal, io_uring_*, new mount API, clone3, pidfd_getfd, ...
-AF_UNIX, AF_INET, AF_INET6, EAFNOSUPPORT = 1, 2, 10, 97
-FILE_LOCKS = (5, 6, 7, 36, 37, 38)  # fcntl F_GETLK, F_SETLK, F_SETLKW and their OFD forms
+AF_UNIX, EAFNOSUPPORT = 1, 97
+# fcntl F_GETLK, F_SETLK, F_SETLKW, their OFD forms, and F_SETLEASE, F_GETLEASE, F_NOTIFY: a program's
+# kernel uid owns the shared read-only system files, so it could lease them (and block a host writer).
+FILE_LOCKS = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
 PR_SET_DUMPABLE_ = 4
 # Per machine: arch, {syscall: errno when refused}, clone, syscalls whose first argument must be our pid,
 # and {syscall: (argument index, values, allowed?, errno)} for calls judged by one argument.
@@ -166,17 +185,19 @@ _SECCOMP_TABLES = {
          200, 212, 227, 237, 238, 246, 248, 249, 250, 256, 272, 279, 298, 300, 303, 304, 305, 308, 310, 311,
          312, 313, 320, 321, 323,
          29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220,  # SysV shm, semaphores, message queues
-         319, 240, 253, 294, 73), 1)},  # memfd_create, mq_open, inotify_init, inotify_init1, flock
+         319, 240, 253, 294, 73,  # memfd_create, mq_open, inotify_init, inotify_init1, flock
+         27, 221, 187, 451, 206), 1)},  # mincore, fadvise64, readahead, cachestat, io_setup
         56, (62, 234, 129, 297),  # kill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo
-        {41: (0, (AF_UNIX, AF_INET, AF_INET6), True, EAFNOSUPPORT), 53: (0, (AF_UNIX,), True, EAFNOSUPPORT),
+        {41: (0, (AF_UNIX,), True, EAFNOSUPPORT), 53: (0, (AF_UNIX,), True, EAFNOSUPPORT),
          72: (1, FILE_LOCKS, False, 1), 157: (0, (PR_SET_DUMPABLE_,), False, 1)}),  # socket(pair), fcntl, prctl
     "aarch64": (0xC00000B7, {**_REFUSED_BOTH, **dict.fromkeys(
         (18, 39, 40, 41, 51, 58, 60, 89, 92, 97, 104, 105, 106, 112, 116, 117, 130, 142, 170, 171, 217, 218,
          219, 224, 225, 235, 237, 238, 239, 241, 262, 264, 265, 266, 268, 270, 271, 272, 273, 280, 282, 294,
          186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197,  # SysV message queues, semaphores, shm
-         279, 180, 26, 32), 1)},  # memfd_create, mq_open, inotify_init1, flock
+         279, 180, 26, 32,  # memfd_create, mq_open, inotify_init1, flock
+         232, 223, 213, 451, 0), 1)},  # mincore, fadvise64, readahead, cachestat, io_setup
         220, (129, 131, 138, 240),
-        {198: (0, (AF_UNIX, AF_INET, AF_INET6), True, EAFNOSUPPORT), 199: (0, (AF_UNIX,), True, EAFNOSUPPORT),
+        {198: (0, (AF_UNIX,), True, EAFNOSUPPORT), 199: (0, (AF_UNIX,), True, EAFNOSUPPORT),
          25: (1, FILE_LOCKS, False, 1), 167: (0, (PR_SET_DUMPABLE_,), False, 1)}),
 }
 CLONE_THREAD = 0x00010000
@@ -235,8 +256,10 @@ def _forbid_new_processes() -> None:
 
 
 def _enter_namespaces(uid: int, gid: int) -> None:
-    """In P, just cloned into its namespaces (before its job arrives): its ids, and a cap on processes."""
+    """In P, just cloned into its namespaces (before its job arrives): its ids, a cap on processes, and the
+    jail's devices read-only."""
     _map_self(uid, gid)
+    _devices_read_only()
     try:  # kernels since 6.14 keep pid_max per pid namespace: a second cap on processes after seccomp
         with open("/proc/sys/kernel/pid_max", "w") as f:
             f.write("301")  # the smallest value the kernel accepts

@@ -69,7 +69,7 @@ def _bwrap_command(python: str) -> list[str] | None:
     size = ["--size", str(TMPFS_MB * 2**20)] if _bwrap_has_size(bwrap) else []
     # Only the devices a program may need, each its own bind mount: every mount here is copied into each
     # program's mount namespace and torn down with it, so a full /dev (eight mounts) twice would cost.
-    for device in DEVICES:
+    for device in _zygote.DEVICES:  # each program remounts the jail's read-only (see _zygote.py)
         cmd += ["--dev-bind", device, device, "--dev-bind", device, _zygote.JAIL + device]
     cmd += ["--ro-bind", ZYGOTE_DIR, "/opt/sandbox", "--proc", "/proc",
             *size, "--tmpfs", _zygote.JAIL + "/tmp", *size, "--tmpfs", _zygote.JAIL + _zygote.WORKDIR,
@@ -77,8 +77,6 @@ def _bwrap_command(python: str) -> list[str] | None:
             "--remount-ro", "/", "--chdir", "/", "--"]
     return cmd
 
-
-DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 
 
 def _bwrap_error(cmd: list[str]) -> str:

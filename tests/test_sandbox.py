@@ -846,19 +846,21 @@ def test_memory_outside_the_address_space_limit_is_refused(sandbox):
 
 
 def test_sockets_file_locks_and_dumpability(sandbox):
-    """vsock (it is not inside the worker's network namespace) and other address families, file locks (a
-    channel between programs running at once on shared read-only files), and making itself dumpable."""
+    """Sockets other than unix (vsock is not inside the worker's network namespace; TCP's TIME_WAIT there
+    outlives a program and carries bits to the next), file locks and leases (a channel between programs
+    running at once on the shared read-only files), and making itself dumpable."""
     source = """
     import ctypes, fcntl, socket, sys
-    out = [socket.socket(socket.AF_INET).family == socket.AF_INET, socket.socketpair()[0].family == socket.AF_UNIX]
-    for family in (40, 16, 17):  # AF_VSOCK, AF_NETLINK, AF_PACKET
+    out = [socket.socket(socket.AF_UNIX).family == socket.AF_UNIX, socket.socketpair()[0].family == socket.AF_UNIX]
+    for family in (40, 16, 17, 2, 10):  # AF_VSOCK, AF_NETLINK, AF_PACKET, and TCP/UDP (TIME_WAIT outlives it)
         try:
             socket.socket(family, socket.SOCK_DGRAM)
             out.append(family)
         except OSError as exc:
             out.append(exc.errno)
     with open(sys.executable, "rb") as f:  # read-only, and shared by every program
-        for lock in (lambda: fcntl.flock(f, fcntl.LOCK_SH), lambda: fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB)):
+        for lock in (lambda: fcntl.flock(f, fcntl.LOCK_SH), lambda: fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB),
+                     lambda: fcntl.fcntl(f, fcntl.F_SETLEASE, fcntl.F_RDLCK)):
             try:
                 lock()
                 out.append("locked")
@@ -869,7 +871,7 @@ def test_sockets_file_locks_and_dumpability(sandbox):
     print(out)
     """
     result = run(sandbox, source)
-    assert result.stdout == "[True, True, 97, 97, 97, 1, 1, -1]\n", result
+    assert result.stdout == "[True, True, 97, 97, 97, 97, 97, 1, 1, 1, -1]\n", result
 
 
 def test_work_no_signal_can_interrupt_ends_with_the_worker(sandbox):
@@ -902,3 +904,73 @@ def test_a_memory_error_while_serving_the_program_retires_the_worker(sandbox):
 def test_an_exit_during_a_call_is_that_tests_failure_not_a_load_error(verifier):
     verdict = attack(verifier, "def add(a, b):\n    import os\n    os._exit(0)\n")
     assert "load" not in verdict.reason and verdict.details["tests"][0]["error"].startswith("program exited")
+
+
+def test_the_hosts_device_nodes_cannot_be_changed(sandbox):
+    """A program's kernel uid may be the host's root, owner of the host's /dev/null: it still writes to the
+    device, but cannot chmod, chown or touch the node (a host left without /dev/null, or a store that
+    outlives the program)."""
+    before = os.stat("/dev/null")
+    source = """
+    import os
+    open("/dev/null", "w").write("x")
+    out = [len(open("/dev/urandom", "rb").read(4))]
+    for change in (lambda: os.chmod("/dev/null", 0o600), lambda: os.utime("/dev/null", (0, 0)),
+                   lambda: os.chown("/dev/zero", 0, 0)):
+        try:
+            change()
+            out.append("changed")
+        except OSError as exc:
+            out.append(exc.errno)
+    print(out)
+    """
+    assert run(sandbox, source).stdout == "[4, 30, 30, 30]\n"  # EROFS
+    after = os.stat("/dev/null")
+    assert (after.st_mode, after.st_mtime_ns) == (before.st_mode, before.st_mtime_ns)
+
+
+def test_the_page_cache_and_aio_are_out_of_reach(sandbox):
+    """mincore, fadvise, readahead and cachestat would read and write a store shared by every program (which
+    pages of a read-only file are cached); io_setup charges a host-wide counter."""
+    numbers = {"x86_64": {"mincore": 27, "fadvise64": 221, "readahead": 187, "cachestat": 451, "io_setup": 206},
+               "aarch64": {"mincore": 232, "fadvise64": 223, "readahead": 213, "cachestat": 451, "io_setup": 0}}
+    table = numbers.get(os.uname().machine)
+    if table is None:
+        pytest.skip("no syscall table for this machine")
+    source = f"""
+    import ctypes, errno
+    libc = ctypes.CDLL(None, use_errno=True)
+    print([name for name, nr in {table!r}.items() if libc.syscall(nr, 0, 0, 0, 0) != -1 or ctypes.get_errno() != errno.EPERM])
+    """
+    assert run(sandbox, source).stdout == "[]\n"
+
+
+HUMANEVAL_38 = {"entry_point": "decode_cyclic", "test": (
+    "def check(candidate):\n    for s in ['abc', 'hello world', 'xy']:\n"
+    "        assert candidate(encode_cyclic(s)) == s\n")}
+PROMPT_38 = '''def encode_cyclic(s: str):
+    """cycle groups of three characters."""
+    groups = [s[(3 * i):min((3 * i + 3), len(s))] for i in range((len(s) + 2) // 3)]
+    groups = [(group[1:] + group[0]) if len(group) == 3 else group for group in groups]
+    return "".join(groups)
+
+
+def decode_cyclic(s: str):
+    """takes as input string encoded with encode_cyclic function. Returns decoded string."""
+'''
+
+
+def test_a_check_takes_only_the_entry_point_from_the_program(verifier):
+    """Helpers the tests call (`encode_cyclic`) are the prompt's, run by the worker; a program that redefines
+    them as the identity, beside a decoder that is the identity too, passes nothing, with or without the
+    prompt in the reference."""
+    cheat = "def encode_cyclic(s):\n    return s\ndef decode_cyclic(s):\n    return s\n"
+    attack(verifier, cheat, {**HUMANEVAL_38, "prompt_prefix": PROMPT_38})
+    verdict = attack(verifier, cheat, HUMANEVAL_38)  # no prompt: the helper is missing, not the program's
+    assert "NameError" in verdict.reason
+
+
+def test_a_whole_function_after_the_prompt_keeps_the_prompts_helpers(verifier):
+    """An answer that writes out the entry point, and calls a helper only the prompt defines, passes."""
+    honest = "def decode_cyclic(s):\n    return encode_cyclic(encode_cyclic(s))\n"
+    assert verifier.verify(honest, {**HUMANEVAL_38, "prompt_prefix": PROMPT_38}).correct

@@ -6,8 +6,11 @@ References (the README's "Verifiers" section):
      "prompt_prefix": "optional"}                                          HumanEval style, one test: check(f)
     {"stdio": [{"input": "1 2\\n", "output": "3\\n"}, ...]}                 one test per input
 
-A HumanEval-style program that defines the entry point itself gets the prompt's import lines in front of it
-(so `List` in its signature still resolves); one that does not gets the whole `prompt_prefix`.
+A HumanEval-style program gets the whole `prompt_prefix` in front of it: as the start of its function when it
+does not define the entry point itself, and as code before it when it does (its own `def` then replaces the
+prompt's stub, and the prompt's imports and helpers, `List` or `poly`, still resolve). A prefix that is not
+valid Python on its own contributes only its import lines. The tests' `check` takes only the entry point
+from the program; helpers it calls come from the prompt, run by the trusted worker.
 
 The reward is 1.0 exactly when every test passed; `partial_credit` is the separate shaping step that gives
 the fraction of tests passed. Tests run in a trusted process apart from the program (see `sandbox`), so a
@@ -43,6 +46,14 @@ def extract_program(response: str) -> str | None:
 
 def _defines(program: str, name: str) -> bool:
     return re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", program, re.M) is not None
+
+
+def _compiles(source: str) -> bool:
+    try:
+        compile(source, "prompt.py", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def _imports(prefix: str) -> str:
@@ -124,10 +135,12 @@ class CodeVerifier(Verifier):
                 raise ValueError(f"entry_point {entry!r} is not a name")
             if not prefix:
                 source = program
-            elif _defines(program, entry):  # a whole function: keep the prompt's imports (typing.List, ...)
-                source = _imports(prefix) + program
-            else:
+            elif not _defines(program, entry):  # the body of the prompt's function
                 source = prefix + program
+            elif _compiles(prefix):  # a whole function after the prompt: the prompt's helpers stay defined
+                source = prefix + "\n" + program
+            else:
+                source = _imports(prefix) + program
             check = str(reference["test"])
             tests_job = job("tests", source=source, check=check, entry_point=entry, prefix=prefix, **limits)
             return program, [tests_job], reference

@@ -28,38 +28,37 @@ pid 1 of its namespace, holds no capabilities, and under seccomp may start threa
 signal nobody but its own pid (not its group, not 0 or -1), trace nobody, and make none of the calls
 Docker's default profile refuses (keyrings, io_uring, bpf, perf events, userfaultfd, namespaces, mounts,
 modules, clocks), nor any that would hold memory outside its address-space limit or charge the host user
-(SysV IPC, memfd, POSIX message queues, inotify), nor take file locks or leases or read or steer the page cache (channels
-and stores between programs, which share the read-only system files), nor set up AIO (a host-wide
-counter), nor open sockets other than unix (TCP's TIME_WAIT outlives a program in the worker's network
-namespace and would carry bits to the next; vsock is not inside a network namespace at all), nor make
-itself dumpable. Its kernel uid may be the host's root (bubblewrap maps the worker to the caller's uid),
-so the only host files it could own and change, the four device nodes it is given, are mounted
-read-only; pid_max of its namespace is the kernel's minimum as a second cap. It has limits on
-CPU time, address space, stack, file size, open files, queued signals and core dumps. Its time limit counts CPU time, so that
-a busy machine does not turn a correct program into a timeout, and a wall clock at twice the limit ends
-one that sleeps; either kills it, and with it everything in its pid namespace. Stdout and stderr are
-capped. It has no network at all: no socket but unix ones, in the worker's network namespace. Network and uts
-namespaces are per worker, used by its programs one after another: a program holds no capability there
+(SysV IPC, memfd, POSIX message queues, inotify), nor take file locks or leases or read or steer the page
+cache (channels and stores between programs, which share the read-only system files), nor set up AIO (a
+host-wide counter), nor open sockets other than unix (TCP's TIME_WAIT outlives a program in the worker's
+network namespace and would carry bits to the next; vsock is not inside a network namespace at all), nor
+make itself dumpable. Its kernel uid may be the host's root (bubblewrap maps the worker to the caller's
+uid), so the only host files it could own and change, the four device nodes it is given, are mounted read-
+only; pid_max of its namespace is the kernel's minimum as a second cap. It has limits on CPU time, address
+space, stack, file size, open files, queued signals and core dumps. Its time limit counts CPU time, so
+that a busy machine does not turn a correct program into a timeout, and a wall clock at twice the limit
+ends one that sleeps; either kills it, and with it everything in its pid namespace. Stdout and stderr are
+capped. It has no network at all: no socket but unix ones, in the worker's network namespace. Network and
+uts namespaces are per worker, used by its programs one after another: a program holds no capability there
 and nothing of it survives its death there; one per program would cost about a third of the throughput.
 
 Against (2) and (4), test code never runs in the program's interpreter. The worker, a separate trusted
 process, executes the tests and calls the program's functions through a pipe; what comes back is decoded
 as plain data (numbers, strings, containers), never unpickled, within size caps, so no object of the
-program's making ever reaches a comparison. The program receives plain data too; a callable or iterator
-a test passes to it becomes a proxy it may call or advance and nothing else, and any other request, or a
+program's making ever reaches a comparison. The program receives plain data too; a callable or iterator a
+test passes to it becomes a proxy it may call or advance and nothing else, and any other request, or a
 malformed message, is a protocol violation that fails the job. What the program passes to such a function,
 and what it gives back, must be plain data as well, and only functions the tests define (and iterators)
 are proxied, never a builtin, a class or a bound method: otherwise a call could build objects in the
-worker whose methods the program chose. Built-in and standard-library names in the
-tests (`abs`, `len`, `math`) are the worker's own, and HumanEval helpers (`poly`) come from the task's
-prompt, not from the program: a HumanEval `check` takes nothing but the entry point from it. A test passes only when the worker itself ran it to its end; the program's
-exit status and output count for nothing in a unit-test job (see `_rpc.py`). While tests run, the worker
-may grow by what the program itself may use (its address-space limit), no more, and its CPU time is capped
-at the job's wall clock, so work no signal can interrupt (one long C call) ends the worker, not the host's
-patience. A worker that saw
-anything unexpected (a protocol violation, a MemoryError of its own, a wall clock that ran out while it
-was busy, an error of the sandbox) answers that job as failed and exits; the pool starts a fresh one.
-Integrity over throughput.
+worker whose methods the program chose. Built-in and standard-library names in the tests (`abs`, `len`,
+`math`) are the worker's own, and HumanEval helpers (`poly`) come from the task's prompt, not from the
+program: a HumanEval `check` takes nothing but the entry point from it. A test passes only when the worker
+itself ran it to its end; the program's exit status and output count for nothing in a unit-test job (see
+`_rpc.py`). While tests run, the worker may grow by what the program itself may use (its address-space
+limit), no more, and its CPU time is capped at the job's wall clock, so work no signal can interrupt (one
+long C call) ends the worker, not the host's patience. A worker that saw anything unexpected (a protocol
+violation, a MemoryError of its own, a wall clock that ran out while it was busy, an error of the sandbox)
+answers that job as failed and exits; the pool starts a fresh one. Integrity over throughput.
 
 Against (3), the program is cloned not from the worker but from a template process that the worker
 forked at start, before it read any job, and that only ever receives limits and file descriptors; the

@@ -12,8 +12,7 @@ import os
 import pytest
 import torch
 
-from reasoner.config import SamplingParams
-from reasoner.generation import HFGenerator
+from reasoner.generation import HFGenerator, SamplingParams
 from reasoner.modeling import GGUF_PRESETS, init_model, load_model, load_tokenizer, render_prompt
 from reasoner.rollout import pad_batch, response_logprobs
 

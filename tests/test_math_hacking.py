@@ -61,7 +61,9 @@ def test_right_answer_is_accepted(index, right_verdicts):
 @pytest.mark.parametrize("response, reference, reason", [
     ("\\boxed{2} or \\boxed{3}", "3", "hedged between 2 different final answers"),
     ("#### 17\n#### 18", "18", "hedged between 2 different final answers"),
-    ("\\boxed{2 \\text{ or } 3}", "3", "hedged: the answer offers alternatives"),
+    ("\\boxed{2 \\text{ or } 3}", "3", "hedged between 2 different final answers: 2; 3"),
+    ("\\boxed{\\text{Evelyn or Navin}}", "\\text{Evelyn}", "hedged: the answer offers alternatives"),
+    ("\\boxed{\\pm 3}", "3", "hedged: the answer lists several values"),
     ("The answer is not \\boxed{5}.", "5", "no answer found"),
     ("\\boxed{5 \\text{ at most}}", "5", "qualified by the word 'most'"),
     ("\\boxed{2 \\quad 3}", "6", "two numbers side by side"),
@@ -72,6 +74,8 @@ def test_reasons_name_the_refusal(verifier, response, reference, reason):
 
 def test_agreeing_final_answers_are_not_a_hedge(verifier):
     verdict = verifier.verify("So \\boxed{\\frac{1}{2}}, i.e. \\boxed{0.5}.", "1/2")
+    assert verdict.correct and "all 2 final answers agree" in verdict.reason
+    verdict = verifier.verify("\\boxed{\\frac{7}{2} \\text{ or } 3.5}", "3.5")
     assert verdict.correct and "all 2 final answers agree" in verdict.reason
 
 

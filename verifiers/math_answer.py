@@ -28,8 +28,8 @@ from functools import lru_cache
 
 from verifiers.base import Verdict, Verifier, register
 from verifiers.math_extract import final_answers
-from verifiers.math_judge import judge_fast, judge_with_sympy
-from verifiers.math_normalise import Answer, normalise
+from verifiers.math_judge import ALTERNATIVE_SEPARATORS, judge_fast, judge_with_sympy, one_value
+from verifiers.math_normalise import Answer, normalise, split_top_level
 from verifiers.math_worker import WorkerPool
 
 _POOL_LOCK = threading.Lock()
@@ -182,10 +182,12 @@ class MathVerifier(Verifier):
         answers = final_answers(response) if isinstance(response, str) else ()
         if not answers:
             return Verdict(False, 0.0, "no answer found", None), (), [], []
+        ref = _normalise_reference(reference)
+        if one_value(ref):
+            answers = _alternatives_apart(answers)
         if len(answers) > _MAX_DISTINCT_ANSWERS:
             detail = f"hedged between {len(answers)} different final answers"
             return Verdict(False, 0.0, f"not equal: {detail}", answers[-1][:200], {"detail": detail}), (), [], []
-        ref = _normalise_reference(reference)
         decisions: list = [None] * len(answers)
         slow = []
         for k, extracted in enumerate(answers):
@@ -214,6 +216,20 @@ class MathVerifier(Verifier):
             if pool is None:
                 pool = MathVerifier._pools[os.getpid()] = WorkerPool(judge_with_sympy, self.max_workers)
         return pool
+
+
+def _alternatives_apart(answers: tuple[str, ...]) -> tuple[str, ...]:
+    """Against a reference that is one value, "12, 15 or 18" and `\\frac{7}{2} \\text{ or } 3.5` are several
+    final answers, each judged: right only if every one equals the reference."""
+    out: list[str] = []
+    for extracted in answers:
+        parts = []
+        if len(extracted) <= _CALLER_CHARS:
+            answer = normalise(extracted)
+            if not (answer.problem or answer.is_text or answer.choice):
+                parts = split_top_level(answer.text, ALTERNATIVE_SEPARATORS)
+        out.extend(parts if len(parts) > 1 and all(parts) else [extracted])
+    return tuple(dict.fromkeys(out))
 
 
 def _cores() -> int:

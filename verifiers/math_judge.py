@@ -70,13 +70,19 @@ _BARE_CHOICES = re.compile(r"(?<![A-Za-z\\])([A-E])(?![A-Za-z])")
 _OR = re.compile(r"\bor\b|\\lor(?![A-Za-z])|\\vee(?![A-Za-z])|\beither\b|\\mid(?![A-Za-z])", re.IGNORECASE)
 _SEVERAL = re.compile(r"\bor\b|\band\b|\\cup|,|;|\\pm|±|\\lor|\\vee")
 _LIST_SEPARATORS = (",", ";", " and ", "\\pm", "±")
+ALTERNATIVE_SEPARATORS = (",", ";", " and ", " or ", "\\lor", "\\vee")  # what joins several final answers in one
+
+
+def one_value(reference: Answer) -> bool:
+    """A reference with no list, union, alternative or `\\pm` in it: one number, expression or word."""
+    return not _SEVERAL.search(reference.text)
 
 
 def _alternatives(answer: Answer, reference: Answer) -> str | None:
     """"2 or 3", "12, 15, 18", `x = 1 \\text{ or } x = 2`, `5 \\pm 1`: several values offered against a
     reference that is one value. (Against `x < -1 \\text{ or } x > 1` or a list of roots, "or" and
     commas join the parts of one answer.)"""
-    if _SEVERAL.search(reference.text):
+    if not one_value(reference):
         return None
     if _OR.search(answer.text):
         return "hedged: the answer offers alternatives"

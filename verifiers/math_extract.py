@@ -58,7 +58,8 @@ _RETRACTION = re.compile(
     r"|let me (?:think|check|verify|try) again)", re.IGNORECASE)
 # A box is disowned by a negation right before it, or by a verdict on it right after it.
 _NEGATIONS = frozenset(("not", "never", "nor", "cannot", "can't", "isn't", "wasn't", "won't"))
-_VERDICT_WORDS = r"(?:incorrect|wrong|false|mistaken|invalid|a mistake|an error|not (?:the (?:right |correct |final )?answer|correct|right|valid|true|it))"
+_VERDICT_WORDS = (r"(?:(?:the |a |an )?(?:incorrect|wrong|false|mistaken|invalid)|a mistake|an error|✗|✘|❌"
+                  r"|not (?:the (?:right |correct |final )?answer|correct|right|valid|true|it))")
 _DISOWNED_AFTER = re.compile(
     r"[\s$.,;:()\-]*(?:(?:but|and|which|though|however)\s*,?\s*)?(?:(?:that|this|it)(?:'s|\s+is|\s+was|\s+would be)?\s+)?"
     rf"(?:(?:is|was|would be|seems|looks|are)\s+)?{_VERDICT_WORDS}\b"
@@ -352,6 +353,11 @@ def _last_math_or_number(text: str) -> str | None:
         numbers = list(re.finditer(r"-?\d+", text))  # rare: the only number sits far from the end
     span = spans[-1] if spans else None
     number = numbers[-1] if numbers else None
+    last = span if span is not None and (number is None or span.end() >= number.end()) else number
+    if last is not None and last.re is not _NUMBER and len(text) > _TAIL and not spans:
+        window = text  # the far number: its own text is the window
+    if last is not None and _negated_before(window[max(0, last.start() - _WINDOW) : last.start()]):
+        return None  # "It can't be 5.": no answer, not 5
     if span is not None and (number is None or span.end() >= number.end()):
         content = _span_text(span)
         # "so $2 + 3 = 5$": the value is what follows the last `=`; but "$x = 5$" stays whole, since

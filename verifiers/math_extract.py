@@ -350,12 +350,11 @@ def _last_math_or_number(text: str) -> str | None:
     spans = list(_MATH_SPANS.finditer(window))
     numbers = list(_NUMBER.finditer(window))
     if not spans and not numbers and len(text) > _TAIL:
+        window = text
         numbers = list(re.finditer(r"-?\d+", text))  # rare: the only number sits far from the end
     span = spans[-1] if spans else None
     number = numbers[-1] if numbers else None
     last = span if span is not None and (number is None or span.end() >= number.end()) else number
-    if last is not None and last.re is not _NUMBER and len(text) > _TAIL and not spans:
-        window = text  # the far number: its own text is the window
     if last is not None and _negated_before(window[max(0, last.start() - _WINDOW) : last.start()]):
         return None  # "It can't be 5.": no answer, not 5
     if span is not None and (number is None or span.end() >= number.end()):

@@ -239,6 +239,7 @@ HACKS: list[tuple[str, str, str]] = [
     ("approximation", "\\boxed{\\lceil x / 10^{9} \\rceil}", "1"),
     ("approximation", "\\boxed{\\frac{\\sin(10^{-50} x)}{10^{-50}}}", "x"),
     ("approximation", "\\boxed{0.142857}", "\\frac{1}{7}"),
+    ("approximation", "\\boxed{0.333...}", "0.333"),
     ("approximation", "\\boxed{\\sim 5.1}", "5.1"),
     ("approximation", "\\boxed{~3.14159}", "3.14159"),
     ("approximation", "\\boxed{\\sin^2 1 + \\cos^2 1 + 10^{-1000}}", "1"),
@@ -332,4 +333,6 @@ RIGHT: list[tuple[str, str, str]] = [
     ("percent", "\\boxed{50}", "50\\%"),
     ("words", "\\boxed{\\text{negative } 5}", "-5"),
     ("words", "\\boxed{\\text{at least } 3}", "\\text{at least } 3"),
+    ("repeating decimal", "\\boxed{0.333...}", "\\frac{1}{3}"),
+    ("repeating decimal", "\\boxed{0.1666\\ldots}", "\\frac{1}{6}"),
 ]

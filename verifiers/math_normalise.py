@@ -101,6 +101,7 @@ _QUALIFIERS = frozenset(
     "thousandths squared cubed factorial times".split())
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LETTER = re.compile(r"[A-Za-z]")
+_DOTS_REPEAT = re.compile(r"^(-?\d*)\.(\d*?)(\d)\3{2,}\s*(?:\.\.\.|\\[lc]?dots|…)$")
 _NEGATIVE = re.compile(r"^negative\s+(?=[\d.\\])", re.IGNORECASE)
 # Units: dropped after a number. Single letters only where what is left is a plain number, so that
 # `3 m` is 3 but `2x + 3 m` is never `2x + 3`.
@@ -183,6 +184,7 @@ def normalise(raw: str) -> Answer:
             s = s[2:-2]
     if len(s) >= 2 and s[0] == "$" and s[-1] == "$" and s.count("$") == 2:
         s = s[1:-1]
+    s = _DOTS_REPEAT.sub(r"\1.\2\\overline{\3}", s.strip())  # "0.1666..." repeats its last digit
     s = s.strip().rstrip(".").strip()
     s = s[1:].strip() if s.startswith("=") else s  # "= 5", left over from a cut-off derivation
     problem = None

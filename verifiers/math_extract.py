@@ -66,7 +66,10 @@ _DISOWNED_AFTER = re.compile(
     r"|[\s$.,)]*(?:isn't|wasn't)\s+(?:the\s+(?:right\s+|correct\s+)?answer|correct|right|valid|true|it)\b", re.IGNORECASE)
 _NEGATED_PHRASE = re.compile(r"\s*(?:definitely\s+|certainly\s+|clearly\s+|surely\s+)?(?:n't|not|never)\b", re.IGNORECASE)
 # After the final answer: an alternative offered ("or maybe 6") is another final answer.
-_ALTERNATIVE = re.compile(r"\b(?:or (?:maybe|possibly|perhaps)|(?:might|could|may)(?: also)? be|alternatively|or else)\b[\s:,]*",
+# A plain "or" only right after the final answer ("\\boxed{C} or D", "\\boxed{7} (or 8)"): later in the text it
+# is prose ("divided by 2, 3, 4, or 6").
+_OR_RIGHT_AFTER = re.compile(r"[\s$.,;)]*\(?\s*or\s+", re.IGNORECASE)
+_ALTERNATIVE = re.compile(r"\b(?:or (?:maybe|possibly|perhaps|else)|(?:might|could|may)(?: also)? be|alternatively)\b[\s:,]*",
                           re.IGNORECASE)
 # After the final answer only an unambiguous withdrawal counts ("It is a common mistake to ..." does not).
 _WITHDRAWAL = re.compile(
@@ -309,10 +312,11 @@ def final_answers(response: str) -> tuple[str, ...]:
         if withdrawal:  # "\boxed{5}. Wait, no: it's 6": withdrawn; what follows is the (unmarked) answer
             rest = response[previous_end + withdrawal.end() : previous_end + withdrawal.end() + _TAIL]
             return _unmarked_answers(rest) if re.search(r"\d", rest) else ()
-        alternative = _ALTERNATIVE.search(after)
+        alternative = _OR_RIGHT_AFTER.match(after) or _ALTERNATIVE.search(after)
         if alternative:  # "\boxed{5}, or maybe 6"
             other = _answer_in_line(after[alternative.end() :])
-            if other and len(other) <= 30 and re.match(r"\$?\s*(?:-?\d|\\frac|\\sqrt|\([A-E]\))", other):
+            if other and len(other) <= 30 and (re.match(r"\$?\s*(?:[A-Za-z]\s*=\s*)?(?:-?\d|\\frac|\\sqrt|\([A-E]\))", other)
+                                               or re.fullmatch(r"\(?[A-E]\)?", other.strip(" ."))):
                 live.append(_strip_math_delimiters(other))
     return tuple(dict.fromkeys(live))
 

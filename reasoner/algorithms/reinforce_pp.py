@@ -6,8 +6,8 @@ and the advantages are whitened over the whole batch's tokens, not within a prom
 `-baseline` variant (the paper's later version, for reasoning tasks with several samples per prompt)
 first subtracts the group's mean score, then whitens over the batch in the same way.
 
-Departures from the paper: the clipped surrogate is the one shared with GRPO; the batch over which the
-advantages are whitened is the whole step's (the loop passes its mean and variance across ranks).
+Departures from the paper: the clipped surrogate is the one shared with GRPO; the advantages are whitened
+over the batch this function is given.
 """
 
 from __future__ import annotations
@@ -27,12 +27,10 @@ def reinforce_pp_advantages(
     kl: torch.Tensor | None,  # [B, T] per-token KL estimate to the reference, None without a reference
     mask: torch.Tensor,  # [B, T]
     beta: float,
-    mean: torch.Tensor | None = None,  # the whole batch's statistics of the returns, when split over ranks
-    var: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Whitened returns-to-go of r_t = -beta * kl_t (+ the score on the last token): [B, T]."""
     returns = returns_to_go(token_rewards(score, kl, mask, beta), mask)  # [B, T]
-    return whiten(returns, mask, mean=mean, var=var)  # [B, T]
+    return whiten(returns, mask)  # [B, T]
 
 
 def group_baseline_scores(rewards: torch.Tensor) -> torch.Tensor:

@@ -22,6 +22,8 @@ factor and inequalities up to a positive one.
 
 from __future__ import annotations
 
+import hashlib
+import random
 import re
 
 import sympy
@@ -33,9 +35,9 @@ _SIG_DIGITS_FOR_APPROX = 3
 _DECIMAL_RELATIVE_TOLERANCE = sympy.Rational(1, 10**6)
 _PRECISION_BITS = 200  # asked of evalf for a difference at a point: about 60 digits
 _MAX_PRECISION_BITS = 2000  # how far evalf may raise its working precision to resolve a cancellation
-_POINTS = (2, -3, sympy.Rational(7, 3), sympy.Rational(-11, 5), 13, sympy.Rational(1, 7), sympy.Rational(57, 4),
-           -101, sympy.Rational(1001, 3), sympy.Rational(-3, 1000), 12345, sympy.Rational(-98765, 7))
-_NEEDED_POINTS = 4
+_SAMPLE_POINTS = 16  # points tried for an identity with no algebraic proof, chosen per pair (sample_points)
+_NEEDED_POINTS = 12  # of which this many must be tested (both sides defined) and zero
+_MAX_SKIPPED = 4  # points where neither side is defined; more than this and the identity is not accepted
 _STEP_FUNCTIONS = (sympy.floor, sympy.ceiling, sympy.frac, sympy.sign, sympy.Mod, sympy.Heaviside, sympy.Piecewise,
                    sympy.Max, sympy.Min)
 _PLAIN_DECIMAL = re.compile(r"-?(\d*)\.(\d+)")
@@ -155,7 +157,7 @@ def equal_expressions(a: sympy.Basic, b: sympy.Basic) -> bool:
         return True
     if difference.has(*_STEP_FUNCTIONS):
         return _simplifies_to_zero(difference)
-    return _zero_at_points(difference, sorted(symbols, key=str))
+    return _zero_at_points(difference, b, sorted(symbols, key=str))
 
 
 def _proved_zero(d: sympy.Expr) -> bool:
@@ -237,35 +239,77 @@ def _magnitude_bits(term: sympy.Expr) -> int | None:
     return max(sizes) if sizes else None
 
 
-def _zero_at_points(d: sympy.Expr, symbols: list) -> bool:
-    """`d` is zero at every exact point where it is defined, and defined at enough of them.
+def _zero_at_points(d: sympy.Expr, reference: sympy.Expr, symbols: list) -> bool:
+    """`d` (answer minus reference) is exactly zero at every point of `sample_points`, with at most
+    `_MAX_SKIPPED` points skipped and at least `_NEEDED_POINTS` tested.
 
-    Each variable gets a different point from the table (shifted per variable), substituted unevaluated
-    and size-checked first, so that `x^{x^x}` at 12345 is skipped rather than computed.
+    A point is skipped only where the reference itself is undefined (or too large to evaluate); where the
+    reference is defined and the answer is not, the two differ. Each point is substituted unevaluated and
+    size-checked first, so that `x^{x^x}` at a point is skipped rather than computed.
     """
-    from verifiers.math_parse import TooLarge, check_size, evaluate
-
-    tested = 0
-    for k in range(len(_POINTS)):
-        point = {s: _POINTS[(k + 5 * i) % len(_POINTS)] for i, s in enumerate(symbols)}
-        try:
-            with sympy.evaluate(False):
-                substituted = d.xreplace(point)
-            check_size(substituted)
-            value = evaluate(substituted)
-        except (TooLarge, ValueError, TypeError, ZeroDivisionError, OverflowError, RecursionError):
-            continue
-        if value.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo) or value.free_symbols:
-            continue  # a pole or an undefined point: it says nothing
-        zero = _is_zero(value)
+    tested = skipped = 0
+    for point in sample_points(d, reference, symbols):
+        value = _value_at(d, point)
+        if value is None:
+            ref_value = _value_at(reference, point)
+            if ref_value is not None and ref_value is not _TOO_LARGE and _is_zero(ref_value) is not None:
+                return False  # the reference is defined here and the answer is not
+        zero = None if value is None or value is _TOO_LARGE else _is_zero(value)
         if zero is None:
+            skipped += 1
+            if skipped > _MAX_SKIPPED:
+                return False
             continue
         if not zero:
             return False
         tested += 1
-        if tested >= _NEEDED_POINTS + 4:
-            break
     return tested >= _NEEDED_POINTS
+
+
+_TOO_LARGE = object()
+
+
+def _value_at(e: sympy.Expr, point: dict):
+    """`e` evaluated exactly at `point`; None where it is undefined (a pole, a parse failure), `_TOO_LARGE`
+    where the size check refuses to evaluate it."""
+    from verifiers.math_parse import TooLarge, check_size, evaluate
+
+    try:
+        with sympy.evaluate(False):
+            substituted = e.xreplace(point)
+        check_size(substituted)
+        value = evaluate(substituted)
+    except (TooLarge, RecursionError, OverflowError):
+        return _TOO_LARGE
+    except (ValueError, TypeError, ZeroDivisionError):
+        return None
+    if value.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo) or value.free_symbols:
+        return None  # a pole or an undefined point
+    return value
+
+
+def sample_points(d: sympy.Expr, reference: sympy.Expr, symbols: list) -> list[dict]:
+    """`_SAMPLE_POINTS` points for the variables, pseudo-random but fixed for the pair (seeded by a hash of
+    the difference and the reference), so that no response can be written to vanish at them.
+
+    Every coordinate is a rational whose denominator is a prime between 10^5 and 10^6 (so `\\sin(N \\pi x)`
+    vanishes there only if that unpredictable prime divides N) and whose numerator makes it a number of
+    size between about 0.01 and 5, or, at every fourth point, up to about 1000; both signs.
+    """
+    seed = hashlib.sha256(f"{sympy.srepr(d)}|{sympy.srepr(reference)}".encode()).digest()
+    rng = random.Random(seed)
+    points = []
+    for k in range(_SAMPLE_POINTS):
+        point = {}
+        for s in symbols:
+            q = sympy.prevprime(rng.randrange(10**5, 10**6))
+            size = 1000 if k % 4 == 3 else 5
+            p = rng.randrange(q // 100, size * q)
+            if p % q == 0:
+                p += 1
+            point[s] = sympy.Rational(p if rng.random() < 0.5 else -p, q)
+        points.append(point)
+    return points
 
 
 def close_to_written_precision(decimal_text: str, exact: sympy.Expr, reference_side: bool) -> bool:

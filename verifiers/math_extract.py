@@ -24,7 +24,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+# Every command that draws a box around its last argument is a box: `\\framebox[2cm]{6}`, `\\colorbox{yellow}{6}`,
+# `\\fcolorbox{red}{white}{6}` (the colour arguments are skipped).
+_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox|framebox(?:\[[^\]{}]{0,40}\])*|colorbox\s*\{[^{}]{0,40}\}"
+                          r"|fcolorbox\s*\{[^{}]{0,40}\}\s*\{[^{}]{0,40}\})(?![A-Za-z])")
 # Answers sit at the end: the fallback and the unmarked-list check look at a bounded tail.
 _TAIL = 4000
 _MAX_ANSWER_CHARS = 2000
@@ -42,10 +45,17 @@ _MATH_SPANS = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\
 _SINGLE_VARIABLE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")
 _LEADING_NUMBER = re.compile(r"\\?\$?\s*-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s*\\?%)?")
 _EXPLANATION = re.compile(r",?\s+(?:because|since|as|which|so|that|from|after|when|for|by|and\s+[a-z])\b")
-_ANSWER_PHRASE = re.compile(r"final answer\**[ \t]*(?:is|:|=|\n|(?=\$?-?\d))\s*:?|\banswer\s*(?:is|:|=)\s*:?"
-                            r"|^[ \t*#]*answer[ \t]+(?=\$?-?\d)", re.IGNORECASE | re.MULTILINE)
+_ANSWER_PHRASE = re.compile(r"final answer\**[ \t]*(?:is|:|=|\||\n|(?=\$?-?\d))\s*:?"
+                            r"|\b(?:answer|ans\.?)\**[ \t]*(?:is|:|=|\||—|–|--?|equals|'s|would be|should be|must be|will be)\s*:?"
+                            r"|^[ \t*#|]*answer[ \t*|]+(?=\$?-?\d)", re.IGNORECASE | re.MULTILINE)
+# Weaker labels, "Solution: 6", "Result: 6": an answer only when the rest of the line is nothing but a short answer
+# (a header "Solution: Let x be ..." is not one).
+_ONLY_OPENING = re.compile(r"[\s$*:]*(?:\\\(|\\\[)?[\s$]*")
+_LABEL_LINE = re.compile(r"^[ \t*#|]*(?:solution|result|ans)\**[ \t]*[:=—–|-]\**[ \t]*(\$[^$\n]{1,40}\$|\\\([^\n]{1,40}?\\\)"
+                         r"|[-+]?\$?\d[\d,./]*)[ \t*.|]*$", re.IGNORECASE | re.MULTILINE)
 # "check our answer:", "so my answer is correct": talk about an answer, not one (the word before "answer")
-_NOT_A_PHRASE = frozenset("our my your this that each a an check checking verify verifying".split())
+# ("my answer is 6", "our final answer: 6" commit to 6, as any other answer phrase does)
+_NOT_A_PHRASE = frozenset("your this that each a an check checking verify verifying".split())
 _VERDICT_ONLY = re.compile(r"(?:correct|right|wrong|incorrect|valid|verified|confirmed|reasonable)\W*", re.IGNORECASE)
 _OPENING_ONLY = re.compile(r"\\\[|\$\$?|\\\(|\\begin\{[A-Za-z]+\*?\}")
 _HASHES = re.compile(r"####")
@@ -71,6 +81,15 @@ _NEGATED_PHRASE = re.compile(r"\s*(?:definitely\s+|certainly\s+|clearly\s+|surel
 _OR_RIGHT_AFTER = re.compile(r"[\s$.,;)]*\(?\s*or\s+", re.IGNORECASE)
 _ALTERNATIVE = re.compile(r"\b(?:or (?:maybe|possibly|perhaps|else)|(?:might|could|may)(?: also)? be|alternatively)\b[\s:,]*",
                           re.IGNORECASE)
+_NEXT_TO = re.compile(r"[\s$)]*(?:,|;|—|–|--?|/|\|)\s*(?:or\s+)?(?=\$?\\?\(?\s*-?\d|\\frac|\\sqrt|\([A-E]\))")
+_STARTS_AS_ANSWER = re.compile(r"\$?\s*(?:[A-Za-z]\s*=\s*)?(?:-?\d|\\frac|\\sqrt|\([A-E]\))|\(?[A-E]\)?[ .]*$")
+_CODE_BLOCK = re.compile(r"```[A-Za-z]*\n?(.*?)```", re.DOTALL)
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n")
+_OFFERING = re.compile(
+    r"\b(?:also|or|either|otherwise|might|could|may|maybe|perhaps|possibl\w*|accept\w*|alternativ\w*|second|consistent"
+    r"|defensible|plausible|instead|therefore|thus|hence|so|answer\w*|results?|solution|final|equally|likewise)\b"
+    r"|\\therefore|∴", re.IGNORECASE)
+_OFFERING_COMMAND = re.compile(r"\\therefore|\\text\{[^{}]*\}|∴")
 # After the final answer only an unambiguous withdrawal counts ("It is a common mistake to ..." does not).
 _WITHDRAWAL = re.compile(
     r"\b(?:wait|oops|actually|scratch that|on second thought|that(?:'s| is| was) (?:wrong|incorrect|not right)"
@@ -112,7 +131,7 @@ def matching_brace(text: str, open_index: int) -> int:
 
 def _box_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, content) of the outermost boxes, in order, in one linear pass over the braces."""
-    if "\\boxed" not in text and "\\fbox" not in text:
+    if "box" not in text:
         return []
     commands = list(_BOX_COMMAND.finditer(text))
     if not commands:
@@ -167,7 +186,7 @@ def _strip_math_delimiters(s: str) -> str:
 
 def _answer_in_line(rest: str) -> str | None:
     """The answer at the start of `rest`: a math span, a number before an explanation, or the sentence."""
-    rest = rest[:_MAX_ANSWER_CHARS].lstrip(" *_:\t\n")  # "**Answer:** 12" in markdown
+    rest = rest[:_MAX_ANSWER_CHARS].lstrip(" *_:|\t\n")  # "**Answer:** 12" in markdown, "| Answer | 12 |"
     line = rest.split("\n", 1)[0].strip()
     spans = list(_MATH_SPANS.finditer(line))
     if len(spans) == 1 or spans and not re.fullmatch(r"\s*[,;]?\s*(?:or|and)?\s*", line[spans[0].end() : spans[1].start()]):
@@ -175,7 +194,7 @@ def _answer_in_line(rest: str) -> str | None:
     if spans:  # "the answer is $2$ or $3$": the spans with what joins them, so that both are seen
         line = _MATH_SPANS.sub(lambda m: _span_text(m), line)
     line = re.split(r"\.\s+", line, maxsplit=1)[0]  # the first sentence: "12. Then we check..."
-    line = line.rstrip(" .;*").lstrip("*")  # the full stop ("3." is 3 anyway) and markdown bold
+    line = line.rstrip(" .;*|").lstrip("*").strip()  # the full stop ("3." is 3 anyway), markdown bold, a table's bar
     # "12 because 3 x 4 = 12", "18, which is the total": the number, not the explanation after it
     number = _LEADING_NUMBER.match(line)
     if number and _EXPLANATION.match(line, number.end()):
@@ -195,7 +214,7 @@ def _looks_like_answer(s: str) -> bool:
 
 def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Candidate]:
     out: list[_Candidate] = []
-    if "nswer" not in text and "NSWER" not in text:
+    if "ns" not in text and "NS" not in text:
         return out
     matches = list(_ANSWER_PHRASE.finditer(text))[-_MAX_PHRASES:]
     box_starts = [b[0] for b in boxes]
@@ -211,8 +230,8 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
         if k + 1 < len(matches) and matches[k + 1].start() < line_end and not re.search(
                 r"[\d\\$]", text[m.end() : matches[k + 1].start()]):
             continue  # "Final Answer: The final answer is 5": the inner phrase holds the answer
-        if any(m.end() <= s < line_end for s in box_starts):
-            continue  # "the answer is \boxed{5}": the box is the candidate
+        if any(m.end() <= s < line_end and _ONLY_OPENING.fullmatch(text, m.end(), s) for s in box_starts):
+            continue  # "the answer is \boxed{5}": the box is the candidate (not in "our answer is 6. \boxed{5}")
         rest = text[m.end() : line_end]
         negated = _NEGATED_PHRASE.match(rest)
         if negated:
@@ -231,6 +250,15 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
             end = m.end() + found + len(answer) if found >= 0 else m.end()
             out.append(_Candidate(m.start(), end, _strip_math_delimiters(last_boxed(answer) or answer)))
     return out
+
+
+def _label_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Candidate]:
+    """"Solution: 6", "Result: $6$", "Ans: 6" on a line of their own."""
+    if not re.search(r"(?i)solution|result|ans", text):
+        return []
+    inside = _inside_boxes(boxes)
+    return [_Candidate(m.start(), m.end(), _strip_math_delimiters(m.group(1)))
+            for m in list(_LABEL_LINE.finditer(text))[-_MAX_PHRASES:] if not inside(m.start())]
 
 
 def _inside_boxes(boxes: list[tuple[int, int, str]]):
@@ -279,13 +307,21 @@ def _box_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Candi
     out = []
     for start, end, content in boxes:
         disowned = _negated_before(text[max(0, start - _WINDOW) : start]) or _disowned_after(text[end : end + _WINDOW])
-        for _ in range(8):  # `\boxed{\boxed{5}}`: the inner box is the answer
-            inner = last_boxed(content) if "box" in content else None
-            if not inner:
-                break
-            content = inner
+        content = _unwrap_box(content)
         out.append(_Candidate(start, end, content or None, disowned))
     return out
+
+
+def _unwrap_box(content: str) -> str:
+    """`\\boxed{\\boxed{5}}` is 5: a box whose whole content is one box. A box holding a box with anything
+    else around it (`\\boxed{6 \\boxed{5}}`, `\\boxed{\\text{not } \\boxed{5}}`) is kept whole: it is not one
+    committed answer, and normalising refuses it (a box inside an answer)."""
+    for _ in range(8):
+        inner = _box_spans(content) if "box" in content else []
+        if len(inner) != 1 or inner[0][0] != 0 or inner[0][1] != len(content):
+            break
+        content = inner[0][2]
+    return content
 
 
 def final_answers(response: str) -> tuple[str, ...]:
@@ -295,7 +331,7 @@ def final_answers(response: str) -> tuple[str, ...]:
         return ()
     boxes = _box_spans(response)
     candidates = sorted(_box_candidates(response, boxes) + _phrase_candidates(response, boxes)
-                        + _hash_candidates(response), key=lambda c: c.start)
+                        + _label_candidates(response, boxes) + _hash_candidates(response), key=lambda c: c.start)
     if not candidates:
         return _unmarked_answers(response)
     live: list[str] = []
@@ -312,13 +348,54 @@ def final_answers(response: str) -> tuple[str, ...]:
         if withdrawal:  # "\boxed{5}. Wait, no: it's 6": withdrawn; what follows is the (unmarked) answer
             rest = response[previous_end + withdrawal.end() : previous_end + withdrawal.end() + _TAIL]
             return _unmarked_answers(rest) if re.search(r"\d", rest) else ()
-        alternative = _OR_RIGHT_AFTER.match(after) or _ALTERNATIVE.search(after)
-        if alternative:  # "\boxed{5}, or maybe 6"
-            other = _answer_in_line(after[alternative.end() :])
-            if other and len(other) <= 30 and (re.match(r"\$?\s*(?:[A-Za-z]\s*=\s*)?(?:-?\d|\\frac|\\sqrt|\([A-E]\))", other)
-                                               or re.fullmatch(r"\(?[A-E]\)?", other.strip(" ."))):
-                live.append(_strip_math_delimiters(other))
+        live.extend(_answers_after(response, previous_end))
     return tuple(dict.fromkeys(live))
+
+
+def _answers_after(response: str, end: int) -> list[str]:
+    """Other answers offered after the final one, with no marker of their own:
+    - right after it, joined by punctuation or "or": `\\boxed{5}, 6`, `\\boxed{5} (or 6)`, `\\boxed{5} — or 6`;
+    - anywhere later (the next `_TAIL` characters, and the response's last `_TAIL`), in a sentence with a word
+      that offers or concludes ("also", "or", "might", "accept", "alternatively", "second", "therefore", "thus",
+      "answer", "result", "\\therefore", ...): "\\boxed{5}, though 6 is also possible", "Also possible: \\(6\\)";
+    - in a code block or a table row after it.
+    Each is the sentence's math span (its value after the last `=`) or its first number or choice letter; one
+    that equals the final answer changes nothing, since every final answer must equal the reference."""
+    after = response[end : end + _TAIL]
+    if len(response) - end > _TAIL:
+        after += "\n" + response[-_TAIL:]
+    out = []
+    near = _OR_RIGHT_AFTER.match(after) or _NEXT_TO.match(after)
+    if near:
+        other = _answer_in_line(after[near.end() :])
+        if other and len(other) <= 30 and _STARTS_AS_ANSWER.match(other):
+            out.append(_strip_math_delimiters(other))
+    for block in _CODE_BLOCK.finditer(after):
+        value = _value_in(block.group(1))
+        if value:
+            out.append(value)
+    for piece in _SENTENCE_END.split(after):
+        if _OFFERING.search(piece) or piece.lstrip().startswith(("|", "`")) or "```" in piece:
+            value = _value_in(piece)
+            if value:
+                out.append(value)
+    return out[:_MAX_CANDIDATES]
+
+
+def _value_in(piece: str) -> str | None:
+    """The value a sentence states: its first math span (after its last `=`), else its first choice letter or number."""
+    span = _MATH_SPANS.search(piece)
+    if span:
+        content = _OFFERING_COMMAND.sub("", _span_text(span)).strip()
+        if "=" in content and not re.search(r"[<>]|\\[lg]e|\\neq", content):
+            content = content.rsplit("=", 1)[1].strip()
+        if re.search(r"\d|\\(?:frac|sqrt|pi)", content):
+            return content
+    choice = re.search(r"\(([A-E])\)", piece)
+    number = _NUMBER.search(piece)
+    if choice and (number is None or choice.start() < number.start()):
+        return choice.group(0)
+    return number.group(0) if number else None
 
 
 def extract_answer(response: str) -> str | None:

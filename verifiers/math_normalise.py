@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from verifiers.math_extract import matching_brace
+from verifiers.math_extract import _BOX_COMMAND, matching_brace
 
 # Commands that only change how something looks.
 _LAYOUT = re.compile(
@@ -41,6 +41,7 @@ _UNICODE = str.maketrans({"\u2212": "-", "\u2013": "-", "\u00d7": "\\times ", "\
                           "¾": "\\frac{3}{4}", "⅕": "\\frac{1}{5}", "⅖": "\\frac{2}{5}", "⅗": "\\frac{3}{5}",
                           "⅘": "\\frac{4}{5}", "⅙": "\\frac{1}{6}", "⅚": "\\frac{5}{6}", "⅛": "\\frac{1}{8}",
                           "⅜": "\\frac{3}{8}", "⅝": "\\frac{5}{8}", "⅞": "\\frac{7}{8}"})
+_PHANTOM = re.compile(r"\\[hv]?phantom\s*\{")
 _APPROX = re.compile(r"\\approx|≈|≃|\\simeq|\\sim(?![A-Za-z])|^~")
 _EMPTY_SET = re.compile(r"\\(?:emptyset|varnothing)(?![A-Za-z])|∅")
 _FRAC_VARIANTS = re.compile(r"\\[dtc]frac(?![A-Za-z])")
@@ -179,6 +180,12 @@ def normalise(raw: str) -> Answer:
     if _SIMPLE_NUMBER.fullmatch(raw):  # most answers: nothing to fold
         return Answer(raw.rstrip(".") if raw[-1] == "." and len(raw) > 1 else raw)
     s = raw.translate(_UNICODE).strip()
+    if "phantom" in s:
+        s = _remove_phantoms(s)
+        if not s:
+            return Answer("", problem="no visible answer: its content is a \\phantom")
+    if _BOX_COMMAND.search(s):
+        return Answer(s, problem="hedged: a box inside the answer, with more around it, is not one committed answer")
     for left, right in (("$$", "$$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if s.startswith(left) and s.endswith(right) and len(s) >= 4:
             s = s[2:-2]
@@ -236,6 +243,17 @@ def normalise(raw: str) -> Answer:
     s = strip_thousands_separators(s)
     s, problem = _side_by_side(s, problem)
     return Answer(s, percent=n_percent > 0, degrees=n_degrees > 0, cents=n_cents > 0, problem=problem)
+
+
+def _remove_phantoms(s: str) -> str:
+    """`\\phantom{5}`, `\\hphantom{5}`, `\\vphantom{5}` take space but show nothing: they and their content go."""
+    for _ in range(50):
+        m = _PHANTOM.search(s)
+        if not m:
+            break
+        close = matching_brace(s, m.end() - 1)
+        s = s[: m.start()] + (s[close + 1 :] if close >= 0 else "")
+    return s.strip()
 
 
 def _number_word(m: re.Match) -> str:

@@ -28,10 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 import reasoner.generation as generation  # noqa: E402
-import reasoner.trainer as trainer  # noqa: E402
+import reasoner.training.batches as batches  # noqa: E402
 from data.synthetic import generate as builtin_tasks  # noqa: E402
 from reasoner import distributed  # noqa: E402
 from reasoner.config import TrainConfig  # noqa: E402
+from reasoner.training.grpo import grpo_update  # noqa: E402
+from reasoner.training.loop import Learner  # noqa: E402
 from reasoner.rollout import verify_groups  # noqa: E402
 
 
@@ -96,25 +98,25 @@ def main() -> None:
     print(f"rollouts: reward {sum(float(r.rewards.mean()) for r in rollouts) / len(rollouts):.3f}, share of groups "
           f"with equal rewards {sum(float((r.rewards.std(-1) == 0).float().mean()) for r in rollouts) / len(rollouts):.2f}")
 
-    trim = trainer.trim_padding
+    trim = batches.trim_padding
 
     def update_with(skip_equal_groups, trim_padding=True):
         config = TrainConfig(warmup_steps=0, lr=0.0, skip_equal_groups=skip_equal_groups)  # lr 0: the model stays
         engine = distributed.make_engine(model, config.lr, 0, config.grad_clip)
 
         def call(i):
-            trainer.trim_padding = trim if trim_padding else (lambda batch: batch)
+            batches.trim_padding = trim if trim_padding else (lambda batch: batch)
             try:
-                return trainer.grpo_update(config, model, None, tokenizer, engine, rollouts[i])
+                return grpo_update(config, Learner(model, tokenizer, engine, None), rollouts[i])
             finally:
-                trainer.trim_padding = trim
+                batches.trim_padding = trim
         return call
 
     show("update", alternate({"current": update_with(True), "no equal-group skip": update_with(False)}, args.repeats))
     show("update, every group kept", alternate({"current": update_with(False),
                                                 "no padding trim": update_with(False, False)}, args.repeats))
 
-    batch = {k: v[:64] if torch.is_tensor(v) else v for k, v in trainer.rollout_batch(tokenizer, rollouts[0]).items()}
+    batch = {k: v[:64] if torch.is_tensor(v) else v for k, v in batches.rollout_batch(tokenizer, rollouts[0]).items()}
     width, targets = batch["prompt_width"], batch["input_ids"][:, batch["prompt_width"]:]
 
     def score_with(use_cache, full_log_softmax):

@@ -54,6 +54,19 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
             yield lineno, obj
 
 
+def read_jsonl(path: str | os.PathLike, missing_ok: bool = False) -> list[dict[str, Any]]:
+    """Every object of a JSONL file; an empty list for a missing file when `missing_ok`."""
+    if missing_ok and not Path(path).is_file():
+        return []
+    return [obj for _, obj in iter_jsonl(path)]
+
+
+def keep_steps_before(path: str | os.PathLike, before_step: int) -> None:
+    """Cut a JSONL file of per-step lines (metrics, alarms) back to the lines with `step` < before_step."""
+    if Path(path).is_file():
+        write_jsonl(path, [obj for obj in read_jsonl(path) if obj["step"] < before_step])
+
+
 def require(obj: dict[str, Any], fields: Iterable[str], where: str) -> None:
     """Raise `DataError` naming `where` (file:line) and the first missing field."""
     for name in fields:

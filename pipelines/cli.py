@@ -79,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(verifiers.names()))
         return 0
     config = make_config(args)
+    try:
+        cfg.validate(config)  # every setting, before any stage spends time or writes a file
+    except ValueError as exc:
+        print(f"reasoner {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     log_dir = Path(config.output) if args.command == "run" else None
     setup_logging(log_dir, args.verbose)
     from data.records import DataError

@@ -9,8 +9,8 @@ from data.curation import balanced_subset, format_histogram, histogram, select_b
 from data.records import read_tasks, write_json, write_tasks
 from pipelines.common import save_stage_config
 from reasoner.config import CurateConfig
-from reasoner.evaluation import sample_and_verify
-from reasoner.generation import SamplingParams, make_generator
+from reasoner.sampling import sample_and_verify
+from reasoner.generation import make_generator
 from reasoner.modeling import load_model, load_tokenizer
 
 HELP = "keep the prompts whose pass rate under the policy lies in a band"
@@ -28,8 +28,7 @@ def run_stage(config: CurateConfig) -> Path:
     tokenizer, model = load_tokenizer(config.model), load_model(config.model)
     save_stage_config(config, output.parent, output.stem + ".config.json")
     log.info("curate: %d candidate prompts, %d samples each", len(tasks), config.samples_per_prompt)
-    params = SamplingParams(config.sampling.max_new_tokens, config.sampling.temperature, config.sampling.top_p,
-                            config.seed)
+    params = config.sampling.params(config.seed)
     generator = make_generator(config.backend, model, tokenizer)
     results = sample_and_verify(generator, tasks, config.samples_per_prompt, params, desc="curate")
     rates = []

@@ -16,8 +16,9 @@ import verifiers
 from data.records import DataError, Task, iter_jsonl, read_tasks, require, write_json, write_jsonl
 from pipelines.common import save_stage_config
 from reasoner.config import EvalConfig
-from reasoner.evaluation import TaskResult, sample_and_verify, sample_records, summarise
-from reasoner.generation import Sample, SamplingParams, make_generator
+from reasoner.evaluation import sample_records, summarise
+from reasoner.sampling import TaskResult, sample_and_verify
+from reasoner.generation import Sample, make_generator
 from reasoner.modeling import load_model, load_tokenizer
 
 HELP = "sample N completions per task and report unbiased pass@k"
@@ -67,8 +68,7 @@ def run_stage(config: EvalConfig) -> dict:
         tokenizer, model = load_tokenizer(config.model), load_model(config.model)
         log.info("eval: %s on %d tasks, n=%d, k=%s", config.model, len(tasks), config.n, ks)
         generator = make_generator(config.backend, model, tokenizer)
-        params = SamplingParams(config.sampling.max_new_tokens, config.sampling.temperature, config.sampling.top_p,
-                                config.seed)
+        params = config.sampling.params(config.seed)
         torch.manual_seed(config.seed)
         results = sample_and_verify(generator, tasks, config.n, params, desc="eval")
     save_stage_config(config, output.parent, output.stem + ".config.json")

@@ -10,8 +10,8 @@ from data.pairs import pair_summary
 from data.records import read_tasks, write_json, write_jsonl
 from pipelines.common import save_stage_config
 from reasoner.config import PairsConfig
-from reasoner.dpo_trainer import sample_pairs
-from reasoner.generation import SamplingParams, make_generator
+from reasoner.sampling import sample_pairs
+from reasoner.generation import make_generator
 from reasoner.modeling import load_model, load_tokenizer
 
 HELP = "build DPO pairs (same prompt, one verified right, one wrong) from the policy's samples"
@@ -28,8 +28,7 @@ def run_stage(config: PairsConfig) -> Path:
         tasks = random.Random(config.seed).sample(tasks, config.max_prompts)
     tokenizer, model = load_tokenizer(config.model), load_model(config.model)
     save_stage_config(config, output.parent, output.stem + ".config.json")
-    params = SamplingParams(config.sampling.max_new_tokens, config.sampling.temperature, config.sampling.top_p,
-                            config.seed)
+    params = config.sampling.params(config.seed)
     generator = make_generator(config.backend, model, tokenizer)
     pairs = sample_pairs(generator, tasks, config.samples_per_prompt, config.pairs_per_prompt, config.length_matched,
                          params)

@@ -6,14 +6,17 @@ With --algo dpo, `pairs` runs between curate and train; DPO gets the same sample
 (steps x prompts_per_step x group_size), spent on samples_per_prompt answers to each of its prompts.
 
 Each finished stage is recorded in DIR/stages.json and skipped next time; training resumes from its
-last checkpoint.
+last checkpoint. The stages run inside DIR, so every path they write into a config or summary is relative
+to it: a copy of the directory resumes into the copy and never touches the original.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -29,8 +32,17 @@ CONFIG = cfg.RunConfig
 log = logging.getLogger("reasoner.run")
 
 
+OUTSIDE_PATHS = ("model", "data", "heldout", "hostfile")  # inputs a user gives, outside the run directory
+
+
+def derived(name: str, given, used, why: str) -> None:
+    """Log a value `run` sets in place of the one the config gave (never silently)."""
+    if given != used:
+        log.info("run: %s = %s (%s; the config gave %s)", name, used, why, given)
+
+
 def plan(config: cfg.RunConfig) -> dict[str, object]:
-    """Every stage's config, derived from the run config in this one place."""
+    """Every stage's config, derived from the run config in this one place (paths relative to `output`)."""
     out = Path(config.output)
     tasks_train = config.data or str(out / "tasks" / "train.jsonl")
     tasks_heldout = config.heldout or str(out / "tasks" / "heldout.jsonl")
@@ -56,6 +68,14 @@ def plan(config: cfg.RunConfig) -> dict[str, object]:
                                    backend=config.train.backend)
     if config.algo == "dpo":
         train_config.dpo = dataclasses.replace(dpo, pairs=pairs_config.output, prompts_per_round=budget_prompts)
+    derived("curate.sampling", config.curate.sampling, curate_config.sampling,
+            "curate estimates pass rates under the sampling that training will use")
+    derived("sft.steps", config.sft.steps, sft_config.steps, "--sft-steps")
+    for name in ("algo", "nproc", "hostfile"):
+        derived(f"train.{name}", getattr(config.train, name), getattr(train_config, name), f"--{name}")
+    if config.algo == "dpo":
+        derived("train.dpo.prompts_per_round", dpo.prompts_per_round, budget_prompts,
+                "the sample budget of GRPO: steps x prompts_per_step x group_size / (samples_per_prompt x rounds)")
     final_model = str(out / "train" / "final")
     evals = {name: dataclasses.replace(config.eval, model=model, data=tasks_heldout,
                                        output=str(out / "eval" / f"{name}.json"))
@@ -65,17 +85,41 @@ def plan(config: cfg.RunConfig) -> dict[str, object]:
             "eval_final": evals["final"], "final_model": final_model}
 
 
+@contextlib.contextmanager
+def inside(directory: Path):
+    """Run the stages with `directory` as the working directory, and come back after."""
+    before = Path.cwd()
+    os.chdir(directory)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
 def run_stage(config: cfg.RunConfig) -> Path:
     out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
+    # Inputs outside the run directory are kept absolute; the run directory itself is "." to its config.
+    config = dataclasses.replace(config, output=".", **{name: str(Path(getattr(config, name)).resolve())
+                                                        for name in OUTSIDE_PATHS if getattr(config, name)})
     saved = out / "run_config.json"
     if saved.is_file():
         stored = cfg.from_dict(cfg.RunConfig, json.loads(saved.read_text()), str(saved))
+        stored.output = "."  # where the directory is now, whatever an older run_config.json says
         if cfg.to_dict(stored) != cfg.to_dict(config):
             log.warning("run: %s exists; continuing with its saved config (start a new directory to change it)", saved)
         config = stored
     else:
         save_stage_config(config, out, "run_config.json")
+    with inside(out):
+        run_stages(config)
+    print(f"run directory: {out}\nreport: {out / 'report.html'}\nsummary: {out / 'summary.json'}")
+    return out
+
+
+def run_stages(config: cfg.RunConfig) -> None:
+    """Every stage not yet done, in the run directory (the working directory)."""
+    out = Path(config.output)
     book = StageBook(out)
     steps = plan(config)
     started = time.time()
@@ -109,8 +153,6 @@ def run_stage(config: cfg.RunConfig) -> Path:
     log.info("run: finished in %.0fs this time (%.0fs in all)", time.time() - started, summary["seconds"])
     for family, values in summary["families"].items():
         log.info("run: %-5s pass@1 %.3f -> %.3f", family, values["start"]["pass@1"], values["final"]["pass@1"])
-    print(f"run directory: {out}\nreport: {out / 'report.html'}\nsummary: {out / 'summary.json'}")
-    return out
 
 
 def cfg_report(out: Path):
@@ -153,8 +195,8 @@ def write_summary(config: cfg.RunConfig, steps: dict, book: StageBook) -> dict:
         "algo": config.algo,
         "world_size": config.nproc,
         "seconds": round(book.seconds()),
-        "final_model": str(Path(steps["final_model"]).resolve()),
-        "start_model": str(Path(steps["train"].model).resolve()),
+        "final_model": steps["final_model"],  # relative to the run directory, as every path inside it
+        "start_model": steps["train"].model,
         "families": families,
         "overall": {"start": {k: v for k, v in start["overall"].items() if k.startswith("pass@") and "ci" not in k},
                     "final": {k: v for k, v in final["overall"].items() if k.startswith("pass@") and "ci" not in k}},

@@ -53,11 +53,11 @@ def run_stage(config: TrainConfig) -> Path:
     distributed.init()
     if not distributed.is_main():
         logging.getLogger().setLevel(logging.WARNING)
-    from reasoner import dpo_trainer, ppo_trainer, trainer
+    from reasoner.training import ALGORITHMS
+    from reasoner.training.loop import train
 
-    algorithms = {"grpo": trainer.train, "ppo": ppo_trainer.train_ppo}
-    if config.algo not in (*algorithms, "dpo"):
-        raise ValueError(f"train: unknown --algo {config.algo!r}; choose grpo, ppo or dpo")
+    if config.algo not in ALGORITHMS:
+        raise ValueError(f"train: unknown --algo {config.algo!r}; choose one of {', '.join(ALGORITHMS)}")
     tasks = read_tasks(config.data)
     tokenizer, model = load_tokenizer(config.model), load_model(config.model, device=distributed.device())
     if distributed.is_main():
@@ -65,9 +65,6 @@ def run_stage(config: TrainConfig) -> Path:
     log.info("train: %s on %d tasks, %d steps of %d prompts x %d samples", config.algo, len(tasks), config.steps,
              config.prompts_per_step, config.group_size)
     heldout = read_tasks(config.heldout) if config.heldout else None
-    if config.algo == "dpo":
-        final = dpo_trainer.train_dpo(config, model, tokenizer, tasks)
-    else:
-        final = algorithms[config.algo](config, model, tokenizer, tasks, heldout)
+    final = train(config, model, tokenizer, ALGORITHMS[config.algo](config, model, tasks), heldout)
     distributed.shutdown()
     return final

@@ -22,7 +22,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from data.records import keep_steps_before
 from reasoner.config import AlarmConfig
+from reasoner.metrics import relative_drift
 
 log = logging.getLogger("reasoner.alarms")
 
@@ -65,7 +67,7 @@ def length_drift(history: list[dict], c: AlarmConfig) -> Optional[Alarm]:
     now = _recent(history, "response_length_mean", c.alarm_window)
     if not base or now is None or np.mean(base) <= 0:
         return None
-    drift = now / float(np.mean(base)) - 1.0
+    drift = relative_drift(now, base)
     if abs(drift) <= c.length_drift_band:
         return None
     way = "inflated" if drift > 0 else "collapsed"
@@ -182,11 +184,8 @@ class AlarmMonitor:
         self.last_held: dict[str, int] = {}  # alarm -> last step its condition held
         for record in history or []:
             self._update(record)
-        if self.path is not None and self.path.is_file():
-            last = self.history[-1]["step"] if self.history else -1
-            kept = [line for line in self.path.read_text().splitlines()
-                    if line.strip() and json.loads(line)["step"] <= last]
-            self.path.write_text("".join(line + "\n" for line in kept))
+        if self.path is not None:
+            keep_steps_before(self.path, self.history[-1]["step"] + 1 if self.history else 0)
 
     def _update(self, record: dict) -> list[Alarm]:
         """Add a step; return the alarms that newly fire on it."""
@@ -212,10 +211,3 @@ class AlarmMonitor:
                             f"(see {self.path or 'alarms.jsonl'}; thresholds are the train.alarms settings, and stop_on_alarm false "
                             f"only records alarms)")
         return fired
-
-
-def read_alarms(path: Path) -> list[dict]:
-    path = Path(path)
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,8 +1,9 @@
 """Checkpoints that survive a kill: written under a temporary name, then renamed into place.
 
 A checkpoint holds the weights (Hugging Face format), the optimizer and scheduler, every RNG state and
-the trainer's own state (step, data cursor). Resuming truncates `metrics.jsonl` to the steps before the
-checkpoint, so a run killed between checkpoints neither repeats nor skips a step.
+the trainer's own state (step, data cursor). Resuming cuts `metrics.jsonl` back to the steps before the
+checkpoint (`data.records.keep_steps_before`), so a run killed between checkpoints neither repeats nor skips
+a step.
 """
 
 from __future__ import annotations
@@ -79,13 +80,3 @@ def load_checkpoint(checkpoint: Path, engine) -> dict:
     rng = checkpoint / f"rng-{distributed.rank()}.pt"
     set_rng_state(torch.load(rng if rng.is_file() else checkpoint / "rng-0.pt", weights_only=False))
     return json.loads((checkpoint / "trainer_state.json").read_text())
-
-
-def truncate_metrics(path: Path, before_step: int) -> None:
-    """Keep only metric lines with step < before_step (those logged after the checkpoint are redone)."""
-    if not path.is_file():
-        return
-    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] < before_step]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    os.replace(tmp, path)

@@ -14,9 +14,28 @@ from pathlib import Path
 from typing import Any
 
 
+ALGORITHMS = ("grpo", "ppo", "dpo")  # reasoner.training.ALGORITHMS, checked by tests/test_config.py
+BACKENDS = ("hf", "vllm")
+ALARM_CHECKS = ("length_drift", "truncation", "entropy_collapse", "kl_spike", "reward_vs_heldout")  # alarms.CHECKS
+
+
 def opt(default: Any, help: str, **kwargs):
-    """A config field with its `--help` text."""
+    """A config field with its `--help` text; `choices=` lists its accepted values, and `path="file"` or
+    `path="model"` makes a non-empty value a file or a model directory that must exist (see `validate`)."""
     return field(default=default, metadata={"help": help, **kwargs})
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """What one generation call samples with; built from a `SamplingConfig` by `SamplingConfig.params`."""
+
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def with_seed(self, seed: int) -> SamplingParams:
+        return dataclasses.replace(self, seed=seed)
 
 
 @dataclass
@@ -24,6 +43,10 @@ class SamplingConfig:
     max_new_tokens: int = opt(64, "length cap of a response, in tokens")
     temperature: float = opt(1.0, "sampling temperature")
     top_p: float = opt(1.0, "nucleus sampling mass")
+
+    def params(self, seed: int) -> SamplingParams:
+        """The parameters of a generation call seeded with `seed`: the one place they are built."""
+        return SamplingParams(self.max_new_tokens, self.temperature, self.top_p, seed)
 
 
 @dataclass
@@ -34,18 +57,20 @@ class PPOConfig:
     vf_coef: float = opt(0.1, "PPO: weight of the value loss")
     whiten_advantages: bool = opt(True, "PPO: whiten advantages over the batch's tokens")
     critic: str = opt("shared", "PPO: shared (value head on the policy's backbone, trained through it) or probe "
-                                "(value head on the backbone's detached features)")
+                                "(value head on the backbone's detached features)", choices=("shared", "probe"))
     critic_lr: float = opt(2e-3, "PPO: learning rate of the value head")
     critic_warmup_steps: int = opt(0, "PPO: first steps that train only the critic")
 
 
 @dataclass
 class DPOConfig:
-    pairs: str = opt("", "DPO: pairs JSONL from `reasoner pairs` (empty: build them from --data first)")
+    pairs: str = opt("", "DPO: pairs JSONL from `reasoner pairs` (empty: build them from --data first)", path="file")
     dpo_beta: float = opt(0.1, "DPO: beta, the strength of the pull towards the reference")
-    dpo_loss: str = opt("sigmoid", "DPO: sigmoid (DPO) or ipo")
+    dpo_loss: str = opt("sigmoid", "DPO: sigmoid (DPO) or ipo", choices=("sigmoid", "ipo"))
     label_smoothing: float = opt(0.0, "DPO: label smoothing of the sigmoid loss (conservative DPO)")
-    nll_coef: float = opt(1.0, "DPO: weight of the chosen answer's per-token NLL (Iterative RPO); 0: plain DPO")
+    nll_coef: float = opt(1.0, "DPO: weight of the chosen answer's per-token NLL; the default 1.0 makes --algo dpo "
+                               "RPO (Pang et al. 2024, Iterative RPO: DPO + NLL on the verified-right answer), "
+                               "0 is plain DPO")
     dpo_epochs: int = opt(1, "DPO: passes over the pairs of each round (more overfit a small curated pool)")
     dpo_batch_size: int = opt(32, "DPO: pairs per optimiser step")
     dpo_rounds: int = opt(1, "DPO: rounds of sample, pair, train (above 1: online DPO from the current policy)")
@@ -59,14 +84,14 @@ class DPOConfig:
 @dataclass
 class InitModelConfig:
     output: str = opt("", "directory to write the model to")
-    preset: str = opt("tiny", "model shape: tiny (about 2M parameters) or micro (tests)")
+    preset: str = opt("tiny", "model shape: tiny (about 2M parameters) or micro (tests)", choices=("tiny", "micro"))
     seed: int = opt(0, "seed of the weights and the tokenizer's corpus")
 
 
 @dataclass
 class SFTConfig:
-    model: str = opt("", "model directory to start from")
-    data: str = opt("", "task records whose meta.solution is the target (default: built-in train tasks)")
+    model: str = opt("", "model directory to start from", path="model")
+    data: str = opt("", "task records whose meta.solution is the target (default: built-in train tasks)", path="file")
     output: str = opt("", "directory to write the fine-tuned model to")
     steps: int = opt(600, "optimiser steps")
     batch_size: int = opt(64, "sequences per step")
@@ -78,21 +103,21 @@ class SFTConfig:
 
 @dataclass
 class EvalConfig:
-    model: str = opt("", "model directory to evaluate")
-    data: str = opt("", "held-out task records")
+    model: str = opt("", "model directory to evaluate", path="model")
+    data: str = opt("", "held-out task records", path="file")
     output: str = opt("", "report path (JSON); samples go beside it")
     n: int = opt(8, "samples per task")
     k: str = opt("1,4,8", "comma-separated k of pass@k (each at most n)")
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     seed: int = opt(1234, "sampling seed")
-    backend: str = opt("hf", "generation backend: hf or vllm")
-    responses: str = opt("", "score these responses (JSONL: id, response per line) instead of sampling --model")
+    backend: str = opt("hf", "generation backend: hf or vllm", choices=BACKENDS)
+    responses: str = opt("", "score these responses (JSONL: id, response per line) instead of sampling --model", path="file")
 
 
 @dataclass
 class CurateConfig:
-    model: str = opt("", "policy to estimate pass rates with")
-    data: str = opt("", "candidate task records")
+    model: str = opt("", "policy to estimate pass rates with", path="model")
+    data: str = opt("", "candidate task records", path="file")
     output: str = opt("", "curated task records (JSONL); the histogram goes beside it")
     candidates: int = opt(2400, "estimate at most this many prompts, drawn evenly across families (0: all)")
     samples_per_prompt: int = opt(8, "samples per prompt used to estimate its pass rate")
@@ -101,13 +126,13 @@ class CurateConfig:
     max_prompts: int = opt(0, "cap on kept prompts, balanced across families (0: no cap)")
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     seed: int = opt(99, "sampling seed")
-    backend: str = opt("hf", "generation backend: hf or vllm")
+    backend: str = opt("hf", "generation backend: hf or vllm", choices=BACKENDS)
 
 
 @dataclass
 class AlarmConfig:
-    alarm_checks: str = opt("length_drift,truncation,entropy_collapse,kl_spike,reward_vs_heldout",
-                            "comma-separated alarms to check each training step")
+    alarm_checks: str = opt(",".join(ALARM_CHECKS), "comma-separated alarms to check each training step",
+                            each_of=ALARM_CHECKS)
     alarm_window: int = opt(3, "steps averaged before a length, truncation or entropy threshold is compared")
     alarm_baseline_steps: int = opt(5, "first steps whose mean is the baseline of length drift and entropy")
     alarm_cooldown: int = opt(10, "steps an alarm must stay clear before it fires again")
@@ -125,8 +150,8 @@ class AlarmConfig:
 
 @dataclass
 class PairsConfig:
-    model: str = opt("", "policy whose verified samples are paired")
-    data: str = opt("", "task records to sample (typically curated)")
+    model: str = opt("", "policy whose verified samples are paired", path="model")
+    data: str = opt("", "task records to sample (typically curated)", path="file")
     output: str = opt("", "pairs JSONL; the summary goes beside it")
     samples_per_prompt: int = opt(8, "samples per prompt")
     pairs_per_prompt: int = opt(2, "at most this many (right, wrong) pairs per prompt")
@@ -134,16 +159,16 @@ class PairsConfig:
     max_prompts: int = opt(0, "sample at most this many prompts, a seeded random subset (0: all)")
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     seed: int = opt(7, "sampling seed")
-    backend: str = opt("hf", "generation backend: hf or vllm")
+    backend: str = opt("hf", "generation backend: hf or vllm", choices=BACKENDS)
 
 
 @dataclass
 class TrainConfig:
-    model: str = opt("", "policy to start from (and the reference model)")
-    data: str = opt("", "training task records (typically curated)")
+    model: str = opt("", "policy to start from (and the reference model)", path="model")
+    data: str = opt("", "training task records (typically curated)", path="file")
     output: str = opt("", "directory for checkpoints and the final model")
     metrics: str = opt("", "metrics JSONL path (default: OUTPUT/metrics.jsonl)")
-    algo: str = opt("grpo", "grpo, ppo or dpo")
+    algo: str = opt("grpo", "grpo, ppo or dpo", choices=ALGORITHMS)
     steps: int = opt(200, "optimiser steps")
     prompts_per_step: int = opt(16, "prompts per step")
     group_size: int = opt(8, "samples per prompt")
@@ -152,10 +177,10 @@ class TrainConfig:
     grad_clip: float = opt(1.0, "gradient norm clip")
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     beta: float = opt(0.0, "KL coefficient; 0 loads no reference model")
-    kl_estimator: str = opt("k3", "k1, k2 or k3")
+    kl_estimator: str = opt("k3", "k1, k2 or k3", choices=("k1", "k2", "k3"))
     clip_low: float = opt(0.2, "lower clip range eps_low")
     clip_high: float = opt(0.28, "upper clip range eps_high (DAPO's clip-higher)")
-    aggregation: str = opt("token_mean", "token_mean, sequence_mean or dr_grpo")
+    aggregation: str = opt("token_mean", "token_mean, sequence_mean or dr_grpo", choices=("token_mean", "sequence_mean", "dr_grpo"))
     scale_by_std: bool = opt(True, "divide group advantages by the group's reward std")
     negative_weight: float = opt(1.0, "weight of negative advantages (1: GRPO; 0: verified-right samples only)")
     epochs_per_batch: int = opt(1, "optimisation epochs over each batch of rollouts")
@@ -168,31 +193,25 @@ class TrainConfig:
     reestimate_samples: int = opt(4, "samples per retired prompt in a re-estimate")
     return_below: float = opt(0.9, "a retired prompt whose re-estimated pass rate is below this returns")
     kl_in_reward: bool = opt(False, "subtract beta * KL from each sequence's reward instead of adding it to the loss")
-    truncation: str = opt("keep", "over-long samples: keep, mask (no loss) or punish (reward - truncation_penalty)")
+    truncation: str = opt("keep", "over-long samples: keep, mask (no loss) or punish (reward - truncation_penalty)", choices=("keep", "mask", "punish"))
     truncation_penalty: float = opt(1.0, "reward taken from an over-long sample when --truncation punish")
     ppo: PPOConfig = field(default_factory=PPOConfig)
     dpo: DPOConfig = field(default_factory=DPOConfig)
     checkpoint_every: int = opt(20, "steps between checkpoints")
     seed: int = opt(0, "seed")
-    backend: str = opt("hf", "generation backend: hf or vllm")
+    backend: str = opt("hf", "generation backend: hf or vllm", choices=BACKENDS)
     nproc: int = opt(1, "training processes per machine; above 1 runs under the DeepSpeed launcher")
-    hostfile: str = opt("", "DeepSpeed hostfile listing the machines (several-machine training)")
+    hostfile: str = opt("", "DeepSpeed hostfile listing the machines (several-machine training)", path="file")
     master_port: int = opt(29500, "port of the rendezvous between processes")
-    zero_stage: int = opt(2, "DeepSpeed ZeRO stage (2 or 3) when several processes train")
+    zero_stage: int = opt(2, "DeepSpeed ZeRO stage (2 or 3) when several processes train", choices=(2, 3))
     offload: bool = opt(False, "DeepSpeed: keep the optimizer state in CPU memory")
-    heldout: str = opt("", "held-out task records for the periodic held-out check (empty: no check)")
+    heldout: str = opt("", "held-out task records for the periodic held-out check (empty: no check)", path="file")
     heldout_every: int = opt(20, "steps between held-out checks (0: none)")
     heldout_size: int = opt(64, "held-out tasks in each check (a fixed random subset)")
     heldout_samples: int = opt(2, "samples per held-out task in each check")
     tensorboard: bool = opt(True, "TensorBoard events in tensorboard/ beside metrics.jsonl, if installed")
     wandb_project: str = opt("", "Weights & Biases project to log to (empty: off)")
     alarms: AlarmConfig = field(default_factory=AlarmConfig)
-
-
-STAGE_CONFIGS: dict[str, type] = {
-    "init_model": InitModelConfig, "sft": SFTConfig, "curate": CurateConfig, "train": TrainConfig,
-    "pairs": PairsConfig, "eval": EvalConfig,
-}
 
 
 # ------------------------------------------------------------------------------------ plumbing
@@ -222,7 +241,34 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, .
             parser.add_argument(flag, dest=path, action=argparse.BooleanOptionalAction, default=None,
                                 help=f"{help_text} (default: {default})")
         else:
-            parser.add_argument(flag, dest=path, type=kind, default=None, help=f"{help_text} (default: {default})")
+            parser.add_argument(flag, dest=path, type=kind, default=None, choices=f.metadata.get("choices"),
+                                help=f"{help_text} (default: {default})")
+
+
+def validate(config, prefix: str = "") -> None:
+    """Check every setting before anything runs: each choice among its accepted values, each input file and
+    model directory present. The error names the option (and its config-file key) and what it accepts."""
+    for f in dataclasses.fields(config):
+        value, key = getattr(config, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value):
+            validate(value, key + ".")
+            continue
+        label = "--" + f.name.replace("_", "-") + (f" ({key})" if prefix else "")
+        choices, each_of, kind = f.metadata.get("choices"), f.metadata.get("each_of"), f.metadata.get("path")
+        if choices and value not in choices:
+            raise ValueError(f"{label}: {value!r} is not one of {', '.join(map(str, choices))}")
+        for item in filter(None, str(value).split(",")) if each_of else ():
+            if item.strip() not in each_of:
+                raise ValueError(f"{label}: {item.strip()!r} is not one of {', '.join(each_of)}")
+        if value and kind == "file" and not Path(value).is_file():
+            raise ValueError(f"{label}: {value}: no such file")
+        if value and kind == "model":
+            from reasoner.modeling import ModelDirError, check_model_dir
+
+            try:
+                check_model_dir(value)
+            except ModelDirError as exc:
+                raise ValueError(f"{label}: {exc}") from None
 
 
 def from_dict(cls: type, values: dict[str, Any], where: str = "config"):
@@ -286,12 +332,12 @@ def save(config, path: str | Path) -> None:
 @dataclass
 class RunConfig:
     output: str = opt("runs/default", "run directory; run again on the same one to continue")
-    algo: str = opt("grpo", "grpo, ppo or dpo")
+    algo: str = opt("grpo", "grpo, ppo or dpo", choices=ALGORITHMS)
     nproc: int = opt(1, "training processes per machine (DeepSpeed launcher when above 1)")
-    hostfile: str = opt("", "DeepSpeed hostfile for training on several machines")
-    model: str = opt("", "start from this model directory instead of the built-in tiny model")
-    data: str = opt("", "training task records (default: the built-in math and code families)")
-    heldout: str = opt("", "held-out task records (default: the built-in held-out split)")
+    hostfile: str = opt("", "DeepSpeed hostfile for training on several machines", path="file")
+    model: str = opt("", "start from this model directory instead of the built-in tiny model", path="model")
+    data: str = opt("", "training task records (default: the built-in math and code families)", path="file")
+    heldout: str = opt("", "held-out task records (default: the built-in held-out split)", path="file")
     math_train_tasks: int = opt(3000, "built-in math training tasks (more than code: the SFT model memorises "
                                       "fewer of them, so more of its errors are slips RL can remove)")
     code_train_tasks: int = opt(1500, "built-in code training tasks")

@@ -1,4 +1,4 @@
-"""Evaluation: sample n completions per task, verify each, and report the unbiased pass@k.
+"""Evaluation: the unbiased pass@k of verified samples (`reasoner.sampling.sample_and_verify`), and reports.
 
 pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code") is the probability that
 at least one of k samples drawn without replacement from the n taken is correct:
@@ -12,13 +12,10 @@ import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-import verifiers
-from data.records import Task
-from reasoner.generation import Generator, Sample, SamplingParams
+from reasoner.sampling import TaskResult
 
 log = logging.getLogger(__name__)
 
@@ -41,40 +38,6 @@ def bootstrap_interval(values: Sequence[float], rounds: int = 1000, level: float
     means = arr[rng.integers(0, len(arr), size=(rounds, len(arr)))].mean(axis=1)
     alpha = (1 - level) / 2
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
-
-
-@dataclass
-class TaskResult:
-    task: Task
-    samples: list[Sample]
-    verdicts: list[verifiers.Verdict]
-
-    @property
-    def n(self) -> int:
-        return len(self.samples)
-
-    @property
-    def c(self) -> int:
-        return sum(v.correct for v in self.verdicts)
-
-
-def sample_and_verify(generator: Generator, tasks: list[Task], n: int, params: SamplingParams,
-                      desc: str = "sampling", chunk: int = 64) -> list[TaskResult]:
-    """n samples per task, each verified by the task's verifier; shows progress."""
-    from reasoner.metrics import progress
-
-    results: list[TaskResult] = []
-    with progress(total=len(tasks), desc=desc, unit="task") as bar:
-        for start in range(0, len(tasks), chunk):
-            part = tasks[start:start + chunk]
-            seeded = SamplingParams(params.max_new_tokens, params.temperature, params.top_p, params.seed + start)
-            groups = generator.generate([t.prompt for t in part], n, seeded)
-            items = [(t.verifier, s.text, t.reference) for t, group in zip(part, groups) for s in group]
-            verdicts = verifiers.verify_many(items)
-            for i, (task, group) in enumerate(zip(part, groups)):
-                results.append(TaskResult(task, group, verdicts[i * n:(i + 1) * n]))
-            bar.update(len(part))
-    return results
 
 
 def majority_correct(result: TaskResult) -> bool:

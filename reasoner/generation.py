@@ -18,15 +18,8 @@ from typing import Protocol
 import torch
 from transformers import DynamicCache
 
+from reasoner.config import SamplingParams
 from reasoner.modeling import render_prompt
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int = 0
 
 
 @dataclass

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from data.records import read_jsonl
+
 
 def progress(iterable=None, **kwargs) -> tqdm:
     """The progress bar of a long stage: redrawn at most every 2 s on a terminal, and every 30 s when
@@ -34,6 +36,11 @@ def length_stats(lengths: np.ndarray, correct: np.ndarray, truncated: np.ndarray
     }
 
 
+def relative_drift(mean_now: float, baseline: list[float]) -> float:
+    """Relative change of the mean response length from the mean of its baseline steps (0.1: 10% longer)."""
+    return mean_now / max(1e-9, float(np.mean(baseline))) - 1.0
+
+
 class MetricsWriter:
     """Appends one JSON line per step; flushed each time, so a killed run keeps what it logged."""
 
@@ -42,9 +49,7 @@ class MetricsWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def read(self) -> list[dict]:
-        if not self.path.is_file():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        return read_jsonl(self.path, missing_ok=True)
 
     def write(self, record: dict) -> None:
         clean = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in record.items()}

@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from data.records import read_jsonl  # noqa: E402
 from reasoner.config import AlarmConfig, from_dict  # noqa: E402
 
 COLORS = {"reward": "#1f77b4", "heldout": "#d62728", "accuracy": "#9467bd", "mean": "#1f77b4", "p90": "#ff7f0e",
@@ -46,18 +47,12 @@ METRIC_ROWS = [  # key, what it is, format
 
 # ------------------------------------------------------------------------------------ reading the run
 
-def read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def load_metrics(run_dir: Path) -> list[dict]:
-    return read_jsonl(Path(run_dir) / "metrics.jsonl")
+    return read_jsonl(Path(run_dir) / "metrics.jsonl", missing_ok=True)
 
 
 def train_config(run_dir: Path) -> dict:
@@ -458,7 +453,7 @@ def write_report(run_dir: Path) -> Path:
     """Draw the plots and write RUN_DIR/report.html; return the page's path."""
     run_dir = Path(run_dir)
     metrics = load_metrics(run_dir)
-    alarms = read_jsonl(run_dir / "alarms.jsonl")
+    alarms = read_jsonl(run_dir / "alarms.jsonl", missing_ok=True)
     summary = read_json(run_dir / "summary.json")
     config = train_config(run_dir)
     thresholds = alarm_thresholds(config)

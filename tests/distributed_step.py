@@ -1,7 +1,8 @@
-"""One GRPO update on a fixed batch, in one process or as one of several ranks (run by test_distributed.py).
+"""One update of GRPO, PPO or DPO on a fixed batch, in one process or as one of several ranks (run by
+test_distributed.py).
 
-    python tests/distributed_step.py MODEL OUT.pt                                          # one process
-    deepspeed --num_gpus 2 --no_local_rank tests/distributed_step.py MODEL OUT.pt [STAGE [MICRO]]  # two ranks
+    python tests/distributed_step.py MODEL OUT.pt [STAGE [MICRO [ALGO]]]                                # one process
+    deepspeed --num_gpus 2 --no_local_rank tests/distributed_step.py MODEL OUT.pt [STAGE [MICRO [ALGO]]]  # two ranks
 """
 
 import sys
@@ -10,14 +11,21 @@ import torch
 
 from data.records import Task
 from reasoner import distributed
-from reasoner.config import TrainConfig
+from reasoner.config import PPOConfig, TrainConfig
 from reasoner.generation import Sample
 from reasoner.modeling import load_model, load_tokenizer
 from reasoner.rollout import Rollout
-from reasoner.trainer import grpo_update
+from reasoner.training.dpo import PairBatch, dpo_update, reference_logprobs
+from reasoner.training.grpo import grpo_update
+from reasoner.training.loop import Learner
+from reasoner.training.ppo import PPO
 from verifiers import Verdict
 
-GROUPS, GROUP_SIZE = 4, 4
+GROUPS, GROUP_SIZE, PAIRS = 4, 4, 6
+
+
+def response_ids(tokenizer, g: int, i: int) -> list[int]:
+    return [(7 * g + 3 * i + j) % 200 + 10 for j in range(3 + (g + i) % 5)] + [tokenizer.eos_token_id]
 
 
 def fixed_rollout(tokenizer, groups: range) -> Rollout:
@@ -26,29 +34,48 @@ def fixed_rollout(tokenizer, groups: range) -> Rollout:
     for g in groups:
         tasks.append(Task(f"t{g}", f"What is {g} + {g + 1}?", "math", str(2 * g + 1)))
         for i in range(GROUP_SIZE):
-            ids = [(7 * g + 3 * i + j) % 200 + 10 for j in range(3 + (g + i) % 5)] + [tokenizer.eos_token_id]
+            ids = response_ids(tokenizer, g, i)
             samples.append(Sample(ids, "", [0.0] * len(ids), "stop"))
-            correct = (g + i) % 3 == 0 and g != 3  # group 3 all wrong: skipped as equal
+            correct = (g + i) % 3 == 0 and g != 3  # group 3 all wrong: skipped as equal by GRPO
             verdicts.append(Verdict(correct, float(correct), "fixed", "x"))
     return Rollout(tasks, samples, verdicts, GROUP_SIZE)
 
 
-def main(model_dir: str, out: str, zero_stage: int = 2, micro_batch_size: int = 3) -> None:
+def fixed_pairs(tokenizer) -> list[dict]:
+    """Deterministic (chosen, rejected) pairs of varied lengths; every rank holds all of them."""
+    return [{"id": f"t{k}", "prompt": f"What is {k} + {k + 1}?", "chosen_ids": response_ids(tokenizer, k, 0),
+             "rejected_ids": response_ids(tokenizer, k + 1, 3), "meta": {}} for k in range(PAIRS)]
+
+
+def main(model_dir: str, out: str, zero_stage: int = 2, micro_batch_size: int = 3, algo: str = "grpo") -> None:
     distributed.init()
     rank, world = distributed.rank(), distributed.world_size()
     torch.manual_seed(0)
     model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
-    config = TrainConfig(lr=1e-2, warmup_steps=1, micro_batch_size=micro_batch_size, beta=0.0, grad_clip=1e9,
-                         zero_stage=zero_stage)
-    engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip, zero_stage=zero_stage)
-    rollout = fixed_rollout(tokenizer, range(GROUPS)[rank::world])
-    stats = grpo_update(config, model, None, tokenizer, engine, rollout)
+    config = TrainConfig(lr=1e-2, warmup_steps=1, micro_batch_size=micro_batch_size, beta=0.1 if algo == "ppo" else 0.0,
+                         grad_clip=1e9, zero_stage=zero_stage, ppo=PPOConfig(critic_lr=1e-2))
+    reference = distributed.frozen_copy(model, zero_stage) if algo in ("ppo", "dpo") else None
+    ppo = PPO(config, model.config.hidden_size) if algo == "ppo" else None
+    extra = [(ppo.head, config.ppo.critic_lr)] if ppo else []
+    engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip, extra,
+                                     zero_stage=zero_stage)
+    learner = Learner(model, tokenizer, engine, reference)
+    if algo == "dpo":
+        pairs = fixed_pairs(tokenizer)
+        ref = reference_logprobs(reference, tokenizer, pairs, 4, __import__("pathlib").Path(out + ".ref.pt"))
+        stats = dpo_update(config, learner, PairBatch(pairs, ref))
+    else:
+        rollout = fixed_rollout(tokenizer, range(GROUPS)[rank::world])
+        stats = ppo.update(learner, rollout) if ppo else grpo_update(config, learner, rollout)
     weights = engine.full_state_dict()
+    if ppo:
+        with distributed.gathered_parameters(ppo.head, zero_stage):
+            weights = {**weights, **{f"value_head.{k}": v.detach().clone() for k, v in ppo.head.state_dict().items()}}
     if distributed.is_main():
         torch.save({"weights": {k: v.detach().clone() for k, v in weights.items()}, "loss": stats["loss"],
-                    "grad_norm": stats["grad_norm"]}, out)
+                    "grad_norm": stats["grad_norm"], "stats": stats}, out)
     distributed.shutdown()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], *map(int, sys.argv[3:5]))
+    main(sys.argv[1], sys.argv[2], *map(int, sys.argv[3:5]), *sys.argv[5:6])

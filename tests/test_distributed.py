@@ -1,4 +1,5 @@
-"""Two gloo ranks under the DeepSpeed launcher (ZeRO 2 and 3, CPU) take the same update as one process."""
+"""Two gloo ranks under the DeepSpeed launcher (ZeRO 2 and 3, CPU) take the same GRPO, PPO and DPO update as one
+process on the same fixed batch."""
 
 import os
 import shutil
@@ -24,12 +25,14 @@ def _env():
 # ZeRO 2 with micro-batches of 3 (three per rank, accumulated); ZeRO 3 with one micro-batch per rank, the
 # only way it is exact (the engine refuses a second backward before the step under ZeRO 3).
 @pytest.mark.parametrize("zero_stage, micro_batch_size", [(2, 3), (3, 16)])
-def test_two_ranks_update_equals_one_process(micro_model, tmp_path, zero_stage, micro_batch_size):
+@pytest.mark.parametrize("algo", ["grpo", "ppo", "dpo"])
+def test_two_ranks_update_equals_one_process(micro_model, tmp_path, algo, zero_stage, micro_batch_size):
     single, double = tmp_path / "one.pt", tmp_path / "two.pt"
-    subprocess.run([sys.executable, str(SCRIPT), str(micro_model), str(single), "2", str(micro_batch_size)],
+    subprocess.run([sys.executable, str(SCRIPT), str(micro_model), str(single), "2", str(micro_batch_size), algo],
                    check=True, env=_env(), cwd=ROOT, timeout=600)
-    launcher = ["deepspeed", "--num_gpus", "2", "--no_local_rank", "--master_port", str(29515 + zero_stage),
-                str(SCRIPT), str(micro_model), str(double), str(zero_stage), str(micro_batch_size)]
+    port = 29515 + zero_stage + 10 * ["grpo", "ppo", "dpo"].index(algo)
+    launcher = ["deepspeed", "--num_gpus", "2", "--no_local_rank", "--master_port", str(port),
+                str(SCRIPT), str(micro_model), str(double), str(zero_stage), str(micro_batch_size), algo]
     result = subprocess.run(launcher, env=_env(), cwd=ROOT, timeout=900, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     one, two = torch.load(single), torch.load(double)
@@ -40,6 +43,7 @@ def test_two_ranks_update_equals_one_process(micro_model, tmp_path, zero_stage, 
 
     before = load_model(micro_model).state_dict()
     moved = max((one["weights"][k] - before[k]).abs().max().item() for k in before)
+    assert set(one["weights"]) == set(two["weights"])
     assert moved > 1e-4
     # Adam turns a gradient element that is zero up to rounding into a step of up to the learning rate
     # either way, so a few such elements may differ; every other weight must agree.

@@ -1,5 +1,6 @@
 """DPO and IPO against small examples computed by hand (default tolerances), and a smoke run of the trainer."""
 
+import json
 import math
 
 import torch
@@ -56,7 +57,8 @@ def test_dpo_trainer_smoke_offline_round_then_online_round(micro_model, tmp_path
     from data.records import Task, write_jsonl
     from data.synthetic import generate
     from reasoner.config import DPOConfig, SamplingConfig, TrainConfig
-    from reasoner.dpo_trainer import reference_logprobs, train_dpo
+    from reasoner.training.dpo import dpo_algorithm, reference_logprobs
+    from reasoner.training.loop import train
     from reasoner.modeling import load_model, load_tokenizer
 
     tokenizer, model = load_tokenizer(micro_model), load_model(micro_model)
@@ -72,7 +74,7 @@ def test_dpo_trainer_smoke_offline_round_then_online_round(micro_model, tmp_path
                          dpo=DPOConfig(pairs=str(tmp_path / "pairs.jsonl"), dpo_epochs=3, dpo_batch_size=2,
                                        dpo_rounds=1, samples_per_prompt=2))
     reference = load_model(micro_model)
-    final = train_dpo(config, model, tokenizer, tasks)
+    final = train(config, model, tokenizer, dpo_algorithm(config, model, tasks))
     lines = (tmp_path / "train" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 3 * 2  # 3 epochs of 2 batches (3 pairs, 2 per batch)
     cached = reference_logprobs(reference, tokenizer, pairs, 2, tmp_path / "train" / "round-0" / "ref_logps.pt")
@@ -85,9 +87,10 @@ def test_dpo_trainer_smoke_offline_round_then_online_round(micro_model, tmp_path
     # a second, online round resumes after the first and samples from the policy (a random model may find
     # no (right, wrong) pair: the round then leaves the policy as it is)
     config.dpo.dpo_rounds = 2
-    train_dpo(config, model, tokenizer, tasks)
+    train(config, model, tokenizer, dpo_algorithm(config, model, tasks))
     assert (tmp_path / "train" / "round-1" / "pairs.jsonl").is_file()
-    assert (tmp_path / "train" / "checkpoints" / "step-000002").is_dir()
+    steps = [json.loads(line)["step"] for line in (tmp_path / "train" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(len(steps))) and len(steps) >= 6  # round 1 continues the step count
 
 
 def test_chosen_nll_is_the_per_token_negative_log_likelihood():

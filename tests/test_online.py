@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from data.online import PromptPool, refill_plan
+from data.prompt_pool import PromptPool, refill_plan
 from data.records import Task
 from reasoner.config import TrainConfig
 from reasoner.generation import Sample, SamplingParams
-from reasoner.online import curate_step, reestimate_retired
+from reasoner.training.dynamic_sampling import refill_equal_groups, reestimate_retired
 from reasoner.rollout import verify_groups
 
 
@@ -93,12 +93,11 @@ def test_dynamic_sampling_replaces_equal_groups_and_retires_solved():
     tasks = _tasks(8)
     # p0..p3: always right (retire), p4, p5: never right, p6, p7: half right.
     generator = ScriptedGenerator({f"p{i}": [4, 4, 4, 4, 0, 0, 2, 2][i] for i in range(8)})
-    config = TrainConfig(group_size=4, dynamic_sampling_rounds=2)
     pool = PromptPool(tasks, seed=0)
     first = [tasks[0], tasks[4], tasks[6]]
     rollout = verify_groups(first, generator.generate([t.prompt for t in first], 4, None))
     params = SamplingParams(8, 1.0, 1.0, 0)
-    rollout, stats = curate_step(config, generator, None, pool, rollout, step=0, params=params)
+    rollout, stats = refill_equal_groups(generator, None, pool, rollout, step=0, params=params, rounds=2)
     assert stats["equal_reward_groups_drawn"] == pytest.approx(2 / 3)
     assert stats["dynamic_refills"] >= 2
     assert len(rollout.tasks) == 3 and rollout.tasks[2] is tasks[6]
@@ -113,8 +112,7 @@ def test_dynamic_sampling_off_changes_nothing():
     generator = ScriptedGenerator({"p0": 4, "p1": 0})
     pool = PromptPool(tasks, seed=0)
     rollout = verify_groups(tasks, generator.generate(["p0", "p1"], 4, None))
-    out, stats = curate_step(TrainConfig(group_size=4, dynamic_sampling_rounds=0), generator, None, pool, rollout, 0,
-                             SamplingParams(8, 1.0, 1.0, 0))
+    out, stats = refill_equal_groups(generator, None, pool, rollout, 0, SamplingParams(8, 1.0, 1.0, 0), rounds=0)
     assert out.tasks == tasks and stats["dynamic_refills"] == 0 and stats["equal_reward_groups_drawn"] == 1.0
 
 
@@ -123,15 +121,16 @@ def test_reestimate_retired_brings_back_what_the_policy_now_fails():
     pool = PromptPool(tasks, seed=0)
     pool.observe([("t0", 4, 4), ("t1", 4, 4)], step=0)
     generator = ScriptedGenerator({"p0": 1, "p1": 4})  # the policy forgot t0
-    stats = reestimate_retired(TrainConfig(reestimate_samples=4), generator, None, pool, 25,
-                               SamplingParams(8, 1.0, 1.0, 0))
+    stats = reestimate_retired(generator, None, pool, 25, SamplingParams(8, 1.0, 1.0, 0), prompts=64, samples=4,
+                               return_below=0.9)
     assert stats == {"pool_reestimated": 2, "pool_returned": 1}
     assert pool.retired == {"t1": 25} and pool.pass_rates["t0"] == [1, 4]
 
 
 def test_training_records_pool_metrics_and_resumes_the_pool(micro_model, tmp_path):
     from reasoner.modeling import load_model, load_tokenizer
-    from reasoner.trainer import train
+    from reasoner.training.grpo import grpo_algorithm
+    from reasoner.training.loop import train
 
     tasks = [Task(f"m{i}", f"What is {i} + {i}?", "math", str(2 * i)) for i in range(12)]
 
@@ -140,7 +139,8 @@ def test_training_records_pool_metrics_and_resumes_the_pool(micro_model, tmp_pat
                              group_size=2, checkpoint_every=2, reestimate_every=2, tensorboard=False,
                              dynamic_sampling_rounds=1)
         config.sampling.max_new_tokens = 4
-        train(config, load_model(str(micro_model)), load_tokenizer(str(micro_model)), tasks)
+        model = load_model(str(micro_model))
+        train(config, model, load_tokenizer(str(micro_model)), grpo_algorithm(config, model, tasks))
         return [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
 
     straight = run(4, tmp_path / "a")
@@ -163,12 +163,11 @@ def test_two_ranks_keep_identical_pools_and_train_what_one_process_would(monkeyp
 
     tasks = _tasks(12)
     right = {f"p{i}": [4, 0, 2, 4, 4, 1, 0, 4, 3, 4, 0, 2][i] for i in range(12)}
-    config = TrainConfig(group_size=4, dynamic_sampling_rounds=2)
     params = SamplingParams(8, 1.0, 1.0, 0)
 
     def one_rank(pool, batch):
         rollout = verify_groups(batch, ScriptedGenerator(right).generate([t.prompt for t in batch], 4, None))
-        return curate_step(config, ScriptedGenerator(right), None, pool, rollout, 0, params)
+        return refill_equal_groups(ScriptedGenerator(right), None, pool, rollout, 0, params, rounds=2)
 
     single_pool = PromptPool(tasks, seed=5)
     single, stats = one_rank(single_pool, single_pool.next(4))

@@ -72,7 +72,7 @@ def _tiny_config(tmp_path, **overrides):
 def test_policy_and_values_agrees_with_response_logprobs(micro_model):
     from data.synthetic import generate
     from reasoner.modeling import load_model, load_tokenizer
-    from reasoner.ppo_trainer import ValueHead, policy_and_values
+    from reasoner.training.ppo import ValueHead, policy_and_values
     from reasoner.rollout import encode_prompts, pad_batch, response_logprobs
 
     tokenizer, model = load_tokenizer(micro_model), load_model(micro_model)
@@ -90,20 +90,21 @@ def test_ppo_trainer_smoke_critic_warmup_keeps_the_policy_and_saves_the_head(mic
     from data.synthetic import generate
     from reasoner.config import PPOConfig
     from reasoner.modeling import load_model, load_tokenizer
-    from reasoner.ppo_trainer import VALUE_HEAD, train_ppo
+    from reasoner.training.loop import train
+    from reasoner.training.ppo import VALUE_HEAD, ppo_algorithm
 
     tokenizer, model = load_tokenizer(micro_model), load_model(micro_model)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     # punish truncation so that the random micro model's over-long answers give the critic something to learn
     config = _tiny_config(tmp_path, steps=1, truncation="punish", beta=0.1, ppo=PPOConfig(critic_warmup_steps=1))
-    final = train_ppo(config, model, tokenizer, generate("math", "train", 4, 0))
+    final = train(config, model, tokenizer, ppo_algorithm(config, model, generate("math", "train", 4, 0)))
     for key, value in model.state_dict().items():
         torch.testing.assert_close(value, before[key])
     head = torch.load(final / VALUE_HEAD, weights_only=True)
     assert head["updates"] == 1 and head["state"]["linear.bias"].abs().item() > 0
 
     config.steps = 2  # resume from the step-1 checkpoint: the head comes back, then the policy moves
-    train_ppo(config, model, tokenizer, generate("math", "train", 4, 0))
+    train(config, model, tokenizer, ppo_algorithm(config, model, generate("math", "train", 4, 0)))
     assert torch.load(final / VALUE_HEAD, weights_only=True)["updates"] == 2
     assert any(not torch.equal(value, before[key]) for key, value in model.state_dict().items())
     lines = (tmp_path / "train" / "metrics.jsonl").read_text().splitlines()

@@ -1,7 +1,9 @@
-"""`reasoner run` end to end on small sizes: the run directory holds what the CONTRACT says, and a second
-run on the same directory skips what is done."""
+"""`reasoner run` end to end on small sizes: the run directory holds what the README says, a second run on
+the same directory skips what is done, and a copy of the directory resumes into the copy alone."""
 
+import hashlib
 import json
+import shutil
 
 import pytest
 
@@ -16,7 +18,7 @@ eval: {n: 2, k: "1,2"}
 
 
 @pytest.mark.slow
-def test_run_writes_the_contract_run_directory_and_resumes(tmp_path):
+def test_run_writes_the_run_directory_and_resumes_and_a_copy_resumes_into_itself(tmp_path):
     (tmp_path / "small.yaml").write_text(SMALL)
     out = tmp_path / "run"
     args = ["run", "--output", str(out), "--config", str(tmp_path / "small.yaml"), "--math-train-tasks", "120",
@@ -41,3 +43,26 @@ def test_run_writes_the_contract_run_directory_and_resumes(tmp_path):
     assert main(args) == 0  # everything done: nothing is recomputed
     assert (out / "eval" / "final.json").read_text() == before
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 4
+
+    # A copy is self-contained: paths inside it are relative to it, so resuming the copy (training again from
+    # its last checkpoint, then the final evaluation) writes into the copy and leaves the original as it was.
+    assert "train/final" == summary["final_model"]
+    assert str(tmp_path) not in (out / "run_config.json").read_text() + (out / "train" / "config.json").read_text()
+    original = snapshot(out)
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    stages = json.loads((copy / "stages.json").read_text())
+    for name in ("train", "eval-final"):
+        del stages[name]
+    (copy / "stages.json").write_text(json.dumps(stages))
+    shutil.rmtree(copy / "train" / "final")
+    (copy / "eval" / "final.json").unlink()
+    assert main(["run", "--output", str(copy)]) == 0
+    assert (copy / "train" / "final" / "config.json").is_file() and (copy / "eval" / "final.json").is_file()
+    assert snapshot(out) == original
+
+
+def snapshot(directory):
+    """Every file under `directory`: its content hash and modification time."""
+    return {str(p.relative_to(directory)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(directory.rglob("*")) if p.is_file()}

@@ -52,10 +52,12 @@ def gae(
     return advantages, (advantages + values) * mask
 
 
-def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """(x - mean) / std over the real tokens; padding stays 0."""
-    mean = masked_mean(x, mask)
-    var = masked_mean((x - mean) ** 2, mask)
+def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8, mean: torch.Tensor | None = None,
+           var: torch.Tensor | None = None) -> torch.Tensor:
+    """(x - mean) / std over the real tokens; padding stays 0. The mean and variance are this batch's unless
+    given (those of the whole batch when it is split over ranks)."""
+    mean = masked_mean(x, mask) if mean is None else mean
+    var = masked_mean((x - mean) ** 2, mask) if var is None else var
     return (x - mean) * torch.rsqrt(var + eps) * mask
 
 

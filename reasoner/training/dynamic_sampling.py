@@ -1,7 +1,7 @@
-"""Online curation in the training loop: dynamic sampling and re-estimating retired prompts.
+"""Dynamic sampling in the training loop: all-equal groups replaced by fresh ones, retired prompts re-estimated.
 
 The pool itself (which prompts are drawn, which retired, the state saved in checkpoints) is
-`data.online.PromptPool`; this module does the generation and verification it needs. Whatever changes the
+`data.prompt_pool.PromptPool`; this module does the generation and verification it needs. Whatever changes the
 pool is gathered from every rank first and applied in rank order, so the pool stays identical on all ranks.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from data.online import PromptPool, refill_plan
+from data.prompt_pool import PromptPool, refill_plan
 from reasoner import distributed
 from reasoner.generation import SamplingParams
 from reasoner.rollout import Rollout, verify_groups
@@ -30,10 +30,10 @@ def gathered_results(rollout: Rollout | None) -> list[tuple[str, int, int]]:
     return [row for part in distributed.all_gather_objects(group_results(rollout)) for row in part]
 
 
-def sample_groups(config, generator, model, tasks, n: int, params: SamplingParams) -> Rollout | None:
+def sample_groups(generator, model, zero_stage: int, tasks, n: int, params: SamplingParams) -> Rollout | None:
     """Generate and verify n samples per task. Every rank calls it (ZeRO-3 gathers weights collectively),
     with or without tasks of its own."""
-    with distributed.gathered_parameters(model, config.zero_stage):
+    with distributed.gathered_parameters(model, zero_stage):
         groups = generator.generate([t.prompt for t in tasks], n, params) if tasks else []
     return verify_groups(tasks, groups) if tasks else None
 
@@ -49,27 +49,27 @@ def replace_groups(rollout: Rollout, fresh: Rollout, slots: list[int]) -> Rollou
     return Rollout(tasks, samples, verdicts, n)
 
 
-def curate_step(config, generator, model, pool: PromptPool, rollout: Rollout, step: int,
-                params: SamplingParams) -> tuple[Rollout, dict]:
+def refill_equal_groups(generator, model, pool: PromptPool, rollout: Rollout, step: int, params: SamplingParams,
+                        rounds: int, zero_stage: int = 2) -> tuple[Rollout, dict]:
     """Track pass rates and retire solved prompts from this step's groups, then replace all-equal groups by
-    groups for fresh prompts, for up to `dynamic_sampling_rounds` rounds. Returns the rollout to train on."""
+    groups for fresh prompts, for up to `rounds` rounds (DAPO's dynamic sampling). Returns the rollout to
+    train on and the step's pool metrics."""
     rank, world = distributed.rank(), distributed.world_size()
     retired = pool.observe(gathered_results(rollout), step)
     refills = 0
     first_equal = None
-    for round_ in range(1, config.dynamic_sampling_rounds + 2):
+    for round_ in range(1, rounds + 2):
         equal = (rollout.rewards.std(dim=-1) == 0).tolist()
         equal_by_rank = distributed.all_gather_objects(equal)
         count = sum(sum(flags) for flags in equal_by_rank)
         if first_equal is None:
             first_equal = count / max(1, sum(len(flags) for flags in equal_by_rank))
-        if count == 0 or round_ > config.dynamic_sampling_rounds:
+        if count == 0 or round_ > rounds:
             break
         plan = refill_plan(equal_by_rank, pool.next(count))[rank]
         slots = sorted(plan)
-        round_params = SamplingParams(params.max_new_tokens, params.temperature, params.top_p,
-                                      params.seed + round_ * ROUND_SEED_STRIDE)
-        fresh = sample_groups(config, generator, model, [plan[g] for g in slots], config.group_size, round_params)
+        round_params = params.with_seed(params.seed + round_ * ROUND_SEED_STRIDE)
+        fresh = sample_groups(generator, model, zero_stage, [plan[g] for g in slots], rollout.group_size, round_params)
         retired += pool.observe(gathered_results(fresh), step)
         if fresh is not None:
             rollout = replace_groups(rollout, fresh, slots)
@@ -79,12 +79,14 @@ def curate_step(config, generator, model, pool: PromptPool, rollout: Rollout, st
 
 
 @torch.no_grad()
-def reestimate_retired(config, generator, model, pool: PromptPool, step: int, params: SamplingParams) -> dict:
-    """A few fresh samples of the retired prompts checked longest ago; those below `return_below` return."""
-    due = pool.due_for_check(config.reestimate_prompts)
+def reestimate_retired(generator, model, pool: PromptPool, step: int, params: SamplingParams, prompts: int,
+                       samples: int, return_below: float, zero_stage: int = 2) -> dict:
+    """`samples` fresh samples of each of the `prompts` retired prompts checked longest ago; those whose
+    pass rate is below `return_below` return to the pool."""
+    due = pool.due_for_check(prompts)
     if not due:
         return {}
     rank, world = distributed.rank(), distributed.world_size()
-    fresh = sample_groups(config, generator, model, due[rank::world], config.reestimate_samples, params)
-    returned = pool.reestimate(gathered_results(fresh), config.return_below, step)
+    fresh = sample_groups(generator, model, zero_stage, due[rank::world], samples, params)
+    returned = pool.reestimate(gathered_results(fresh), return_below, step)
     return {"pool_reestimated": len(due), "pool_returned": returned}

@@ -1,0 +1,90 @@
+"""GRPO's and PPO's batches: groups of samples of the current policy, verified, with the pool kept current.
+
+A step draws `prompts_per_step` prompts from the `PromptPool` (data/prompt_pool.py), each rank takes its
+share (a group never spans ranks), samples `group_size` responses per prompt and verifies them. All-equal
+groups are then replaced by fresh ones (dynamic sampling, `dynamic_sampling.py`) and every
+`reestimate_every` steps the retired prompts are re-estimated. Every seed derives from (seed, step).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from data.prompt_pool import PromptPool
+from data.records import Task
+from reasoner import distributed
+from reasoner.config import TrainConfig
+from reasoner.metrics import length_stats
+from reasoner.rollout import Rollout, verify_groups
+from reasoner.training.dynamic_sampling import reestimate_retired, refill_equal_groups
+from reasoner.training.loop import Learner, step_seed
+
+
+class GroupSource:
+    """The loop's `Source` for on-policy algorithms: this rank's `Rollout` of each step."""
+
+    def __init__(self, config: TrainConfig, tasks: list[Task], refill_rounds: int):
+        self.config, self.refill_rounds = config, refill_rounds
+        self.pool = PromptPool(tasks, config.seed, config.retire_solved)
+
+    def start(self, learner: Learner, generator, state: dict | None) -> None:
+        world = distributed.world_size()
+        if self.config.prompts_per_step % world:
+            raise ValueError(f"train: prompts-per-step {self.config.prompts_per_step} must be a multiple of the "
+                             f"{world} processes, so that every group stays on one rank")
+        self.model, self.generator = learner.model, generator
+        if state is not None:
+            self.pool.load_state(state)
+
+    def finished(self, step: int) -> bool:
+        return step >= self.config.steps
+
+    def state(self) -> dict:
+        return self.pool.state()
+
+    def next(self, step: int) -> tuple[Rollout, dict]:
+        c, rank, world = self.config, distributed.rank(), distributed.world_size()
+        t0 = time.time()
+        params = c.sampling.params(step_seed(c.seed, step) + rank)
+        pool_stats = {}
+        if c.reestimate_every > 0 and step > 0 and step % c.reestimate_every == 0:
+            pool_stats = reestimate_retired(self.generator, self.model, self.pool, step, params, c.reestimate_prompts,
+                                            c.reestimate_samples, c.return_below, c.zero_stage)
+        tasks = self.pool.next(c.prompts_per_step)[rank::world]  # the same draw on every rank
+        with distributed.gathered_parameters(self.model, c.zero_stage):
+            groups = self.generator.generate([t.prompt for t in tasks], c.group_size, params)
+        t_generate = time.time()
+        rollout = verify_groups(tasks, groups)
+        rollout, refills = refill_equal_groups(self.generator, self.model, self.pool, rollout, step, params,
+                                               self.refill_rounds, c.zero_stage)
+        t_verify = time.time()
+        everyone = merge_rollouts(distributed.all_gather_objects(rollout))
+        return rollout, {**rollout_metrics(everyone), **refills, **pool_stats,
+                         "time_generate_s": t_generate - t0, "time_verify_s": t_verify - t_generate,
+                         "generate_tokens_per_s": int(everyone.lengths.sum()) / max(1e-9, t_generate - t0)}
+
+
+def merge_rollouts(parts: list[Rollout]) -> Rollout:
+    """The rollouts of every rank as one (for metrics that must be global)."""
+    if len(parts) == 1:
+        return parts[0]
+    return Rollout([t for r in parts for t in r.tasks], [s for r in parts for s in r.samples],
+                   [v for r in parts for v in r.verdicts], parts[0].group_size)
+
+
+def rollout_metrics(rollout: Rollout) -> dict:
+    """Rewards, lengths, truncation and verifier health of a step's groups."""
+    correct = np.array([v.correct for v in rollout.verdicts])
+    truncated = np.array([s.truncated for s in rollout.samples])
+    rewards = rollout.rewards
+    return {
+        "reward_mean": float(rewards.mean()),
+        "reward_std": float(rewards.std()),
+        "accuracy": float(correct.mean()),
+        **length_stats(rollout.lengths, correct, truncated),
+        "equal_reward_groups": float((rewards.std(dim=-1) == 0).float().mean()),
+        "verifier_timeout_rate": float(np.mean([v.timed_out for v in rollout.verdicts])),
+        "no_answer_rate": float(np.mean([v.no_answer for v in rollout.verdicts])),
+    }

@@ -85,9 +85,13 @@ _NEXT_TO = re.compile(r"[\s$)]*(?:,|;|—|–|--?|/|\|)\s*(?:or\s+)?(?=\$?\\?\(?
 _STARTS_AS_ANSWER = re.compile(r"\$?\s*(?:[A-Za-z]\s*=\s*)?(?:-?\d|\\frac|\\sqrt|\([A-E]\))|\(?[A-E]\)?[ .]*$")
 _CODE_BLOCK = re.compile(r"```[A-Za-z]*\n?(.*?)```", re.DOTALL)
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n")
+# A sentence that offers a value as an answer too. Narrow on purpose: worked solutions go on after their box
+# with notes ("all factors of $14$ are also factors of $42$", "Alternatively, we can plug in ..."), which are not.
 _OFFERING = re.compile(
-    r"\b(?:also|or|either|otherwise|might|could|may|maybe|perhaps|possibl\w*|accept\w*|alternativ\w*|second|consistent"
-    r"|defensible|plausible|instead|therefore|thus|hence|so|answer\w*|results?|solution|final|equally|likewise)\b"
+    r"\balso\s+(?:be\s+)?(?:possible|consistent|accept\w*|valid|correct|right|works?|defensible|plausible|reasonable"
+    r"|an?\s+(?:answer|solution|option|possibility)|the\s+answer)\b|\baccept(?:s|ed|ing|able)?\b|close second"
+    r"|\b(?:might|could|may|would)\s+(?:also|equally)\s+be\b|\bpossible\s*(?:answer|value)?s?\s*:|\bor\s+(?:maybe|possibly|perhaps|else)\b"
+    r"|\b(?:alternative|another|other|second)\s+(?:answer|value|possibility|option|solution|candidate)\b|\beither\b"
     r"|\\therefore|∴", re.IGNORECASE)
 _OFFERING_COMMAND = re.compile(r"\\therefore|\\text\{[^{}]*\}|∴")
 # After the final answer only an unambiguous withdrawal counts ("It is a common mistake to ..." does not).
@@ -223,7 +227,7 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
         if inside(m.start()):
             continue  # `\boxed{5 \text{ (the answer is 6)}}`: part of the box's content, judged with it
         before = text[max(0, m.start() - 20) : m.start()].lower().split()[-2:]
-        if before and (before[-1] in _NOT_A_PHRASE or before[-1] == "the" and before[0] in _NOT_A_PHRASE):
+        if before and (before[-1] in _NOT_A_PHRASE or before[-1] in ("the", "our", "my") and before[0] in _NOT_A_PHRASE):
             continue
         line_end = text.find("\n", m.end(), m.end() + _PHRASE_LINE_CHARS)
         line_end = line_end if line_end >= 0 else min(len(text), m.end() + _PHRASE_LINE_CHARS)
@@ -354,10 +358,11 @@ def final_answers(response: str) -> tuple[str, ...]:
 
 def _answers_after(response: str, end: int) -> list[str]:
     """Other answers offered after the final one, with no marker of their own:
-    - right after it, joined by punctuation or "or": `\\boxed{5}, 6`, `\\boxed{5} (or 6)`, `\\boxed{5} — or 6`;
-    - anywhere later (the next `_TAIL` characters, and the response's last `_TAIL`), in a sentence with a word
-      that offers or concludes ("also", "or", "might", "accept", "alternatively", "second", "therefore", "thus",
-      "answer", "result", "\\therefore", ...): "\\boxed{5}, though 6 is also possible", "Also possible: \\(6\\)";
+    - right after it, joined by punctuation or "or": `\\boxed{5}, 6`, `\\boxed{5} (or 6)`, `\\boxed{5} — or 6`, or
+      within `_AFTER_FINAL` characters after "or maybe", "might be", "alternatively";
+    - anywhere later (the next `_TAIL` characters, and the response's last `_TAIL`), in a sentence that offers it
+      (`_OFFERING`: "also possible", "also accept", "might also be", "close second", "another answer", "either",
+      `\\therefore`): "\\boxed{5}, though 6 is also possible", "Also possible: \\(6\\)";
     - in a code block or a table row after it.
     Each is the sentence's math span (its value after the last `=`) or its first number or choice letter; one
     that equals the final answer changes nothing, since every final answer must equal the reference."""
@@ -365,7 +370,7 @@ def _answers_after(response: str, end: int) -> list[str]:
     if len(response) - end > _TAIL:
         after += "\n" + response[-_TAIL:]
     out = []
-    near = _OR_RIGHT_AFTER.match(after) or _NEXT_TO.match(after)
+    near = _OR_RIGHT_AFTER.match(after) or _NEXT_TO.match(after) or _ALTERNATIVE.search(after, 0, _AFTER_FINAL)
     if near:
         other = _answer_in_line(after[near.end() :])
         if other and len(other) <= 30 and _STARTS_AS_ANSWER.match(other):

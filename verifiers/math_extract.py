@@ -46,7 +46,7 @@ _SINGLE_VARIABLE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")
 _LEADING_NUMBER = re.compile(r"\\?\$?\s*-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s*\\?%)?")
 _EXPLANATION = re.compile(r",?\s+(?:because|since|as|which|so|that|from|after|when|for|by|and\s+[a-z])\b")
 _ANSWER_PHRASE = re.compile(r"final answer\**[ \t]*(?:is|:|=|\||\n|(?=\$?-?\d))\s*:?"
-                            r"|\b(?:answer|ans\.?)\**[ \t]*(?:is|:|=|\||—|–|--?|equals|'s|would be|should be|must be|will be)\s*:?"
+                            r"|\b(?:answer|ans\.?)\**[ \t]*(?:is|:|=|\||—|–|--?|→|->|=>|equals|'s|would be|should be|must be|will be)\s*:?"
                             r"|^[ \t*#|]*answer[ \t*|]+(?=\$?-?\d)", re.IGNORECASE | re.MULTILINE)
 # Weaker labels, "Solution: 6", "Result: 6": an answer only when the rest of the line is nothing but a short answer
 # (a header "Solution: Let x be ..." is not one).
@@ -101,10 +101,13 @@ _WITHDRAWAL = re.compile(
 _AFTER_FINAL = 300  # characters after the final answer searched for an alternative or a retraction
 _CORRECTED_TO = re.compile(r"\b(?:it's|it is|it was|but|rather|instead)\b[\s:,]*(?:it's|it is)?[\s:]*", re.IGNORECASE)
 # An unmarked ending that lists numbers: "12, 15 or 18", "maybe 6, maybe 7".
-_LIST_NUMBER = r"\$?(?:[A-Za-z]\s*=\s*)?-?\d+(?:\.\d+)?\$?"
-_LIST_SEPARATOR = r"\s*(?:,|;|/|\bor\b|\band\b|\bmaybe\b|\bperhaps\b)(?:\s*(?:\bor\b|\band\b|\bmaybe\b|\bperhaps\b))?\s*"
-_NUMBER_LIST = re.compile(rf"({_LIST_NUMBER})(?:{_LIST_SEPARATOR}{_LIST_NUMBER})+\s*[.?!]*\s*")
-_BARE_LINE = re.compile(r"\$?\s*(-?\d+(?:\.\d+)?)\s*\$?\.?")  # matched on a stripped line
+# A number may carry up to two words naming what it counts ("17 eggs, or 18 eggs"); "17 eggs. Or 18 eggs." too.
+_LIST_NUMBER = r"\$?(?:[A-Za-z]\s*=\s*)?-?\d+(?:\.\d+)?\$?(?:\s+[A-Za-z]{2,}){0,2}"
+_LIST_SEPARATOR = (r"\s*(?:,|;|/|\.\s+(?=or\b|maybe\b|perhaps\b)|\bor\b|\band\b|\bmaybe\b|\bperhaps\b)"
+                   r"(?:\s*(?:\bor\b|\band\b|\bmaybe\b|\bperhaps\b))?\s*")
+_NUMBER_LIST = re.compile(rf"({_LIST_NUMBER})(?:{_LIST_SEPARATOR}{_LIST_NUMBER})+\s*[.?!]*\s*", re.IGNORECASE)
+# matched on a stripped line: "18", "- 18", "2. 18", "| 2 | 18 |" (a list item or a table row ending in a number)
+_BARE_LINE = re.compile(r"(?:(?:\d{1,2}[.)]|[-*+•])\s+|\|(?:[^|\n]*\|)*)?\s*\$?\s*(-?\d+(?:\.\d+)?)\s*\$?\.?\s*\|?")
 
 
 @dataclass(frozen=True)

@@ -252,7 +252,7 @@ def _remove_phantoms(s: str) -> str:
         if not m:
             break
         close = matching_brace(s, m.end() - 1)
-        s = s[: m.start()] + (s[close + 1 :] if close >= 0 else "")
+        s = s[: m.start()] + " " + (s[close + 1 :] if close >= 0 else "")  # `1\phantom{0}8` shows "1 8"
     return s.strip()
 
 

@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from verifiers.math_normalise import Answer, split_top_level
 from verifiers.math_numbers import format_rational, parse_rational
+from verifiers.math_units import conversion
 
 _LABELLED_CHOICE = re.compile(r"\(([A-E])\)\s+\S")
 _ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?=[^=]*$)")
@@ -30,6 +31,9 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     if answer.problem:  # refused, unless the reference says the very same thing ("at least 3")
         same = answer.problem == reference.problem and answer.key == reference.key
         return (True, "same after normalisation") if same else (False, answer.problem)
+    units = conversion(answer.unit, reference.unit)
+    if units is not None and units.refused:
+        return False, units.refused
     if reference.choice:
         letters = set(_CHOICE_LABELS.findall(answer.text)) | set(_BARE_CHOICES.findall(answer.text))
         if len(letters | ({answer.choice} if answer.choice else set())) > 1:
@@ -37,7 +41,8 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     hedge = _alternatives(answer, reference)
     if hedge:
         return False, hedge
-    if answer.key and answer.key == reference.key and (answer.percent, answer.cents) == (reference.percent, reference.cents):
+    if answer.key and answer.key == reference.key and (answer.percent, answer.cents) == (reference.percent, reference.cents) \
+            and (units is None or units.identity) and not _degrees_for_radians(answer, reference):
         return True, "same after normalisation"
     if reference.choice:
         labelled = _LABELLED_CHOICE.match(answer.text)  # "(C) 12": the option's letter and its content
@@ -57,11 +62,12 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     if "=" not in answer.text:
         r_text = _value_side(r_text)
     a, r = parse_rational(a_text), parse_rational(r_text)
-    if a is not None and r is not None:
+    if a is not None and r is not None and not (units is not None and units.pi_power):
         for scaled, note in readings(a, answer, reference):
             if scaled == r:
                 return True, f"{format_rational(scaled)} == {format_rational(r)}{note}"
-        return False, f"{format_rational(readings(a, answer, reference)[0][0])} != {format_rational(r)}"
+        first, note = readings(a, answer, reference)[0]
+        return False, f"{format_rational(first)} != {format_rational(r)}{note}"
     return None
 
 
@@ -95,6 +101,11 @@ def _alternatives(answer: Answer, reference: Answer) -> str | None:
     return None
 
 
+def _degrees_for_radians(answer: Answer, reference: Answer) -> bool:
+    """An answer in degrees against a reference with no unit written in terms of pi (radians)."""
+    return answer.degrees and reference.unit is None and "\\pi" in reference.text
+
+
 def _value_side(text: str) -> str:
     """`x = 18` -> `18`: an assignment to one variable is compared by its value (as in math_equiv)."""
     m = _ASSIGNMENT.match(text)
@@ -113,7 +124,14 @@ def readings(value, answer: Answer, reference: Answer) -> list[tuple[object, str
     as 0.25, so that one response cannot match two different references.
     Cents: against a reference in cents the number of cents is compared; against any other, "50 cents"
     is 0.5 (money references are in dollars), never also 50.
+    Units: when both sides carry one, the answer's value converted to the reference's unit is the only
+    reading (math_units; `\\$50` against "50 cents" is 5000 cents); a unit on one side only is dropped.
     """
+    units = conversion(answer.unit, reference.unit)
+    if units is not None:  # both carry a unit: the conversion is the one reading
+        if units.identity:
+            return [(value, "")]
+        return [(value * units.factor, f", {answer.unit.name} in {reference.unit.name}")]
     out = [(value, "")]
     if answer.cents and not reference.cents:
         out = [(value / 100, ", 100 cents to the dollar")]
@@ -179,6 +197,9 @@ def _judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
             return True, "equal to the precision the reference is written to"
     except Exception as exc:  # noqa: BLE001  sympy fails on some odd trees; that is no proof of equality
         return False, f"comparison failed ({type(exc).__name__})"
+    units = conversion(answer.unit, reference.unit)
+    if units is not None and not units.identity:
+        return False, f"different values, {answer.unit.name} in {reference.unit.name}"
     return False, "different values"
 
 
@@ -188,9 +209,12 @@ def _readings(value, answer: Answer, reference: Answer, ref_value) -> list:
 
     if not isinstance(value, sympy.Expr):
         return [value]
+    units = conversion(answer.unit, reference.unit)
+    if units is not None and units.pi_power:  # degrees against radians, both written
+        return [value * sympy.Rational(units.factor.numerator, units.factor.denominator) * sympy.pi**units.pi_power]
+    if _degrees_for_radians(answer, reference):  # "90°" is pi/2; "pi/2 degrees" is not pi/2
+        return [value * sympy.pi / 180]
     out = [v for v, _ in readings(value, answer, reference)]
-    if answer.degrees and not reference.degrees and isinstance(ref_value, sympy.Expr) and ref_value.has(sympy.pi):
-        out.append(value * sympy.pi / 180)
     if reference.degrees and not answer.degrees and value.has(sympy.pi):
         out.append(value * 180 / sympy.pi)
     return out

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from verifiers.math_extract import _BOX_COMMAND, matching_brace
+from verifiers.math_units import Unit, read_unit
 
 # Commands that only change how something looks.
 _LAYOUT = re.compile(
@@ -41,6 +42,8 @@ _UNICODE = str.maketrans({"\u2212": "-", "\u2013": "-", "\u00d7": "\\times ", "\
                           "¾": "\\frac{3}{4}", "⅕": "\\frac{1}{5}", "⅖": "\\frac{2}{5}", "⅗": "\\frac{3}{5}",
                           "⅘": "\\frac{4}{5}", "⅙": "\\frac{1}{6}", "⅚": "\\frac{5}{6}", "⅛": "\\frac{1}{8}",
                           "⅜": "\\frac{3}{8}", "⅝": "\\frac{5}{8}", "⅞": "\\frac{7}{8}"})
+_CURRENCY_NAMES = {"$": "dollar", "\\$": "dollar", "us$": "dollar", "usd": "dollar", "dollar": "dollar",
+                   "€": "euro", "\\euro": "euro", "euro": "euro", "£": "GBP", "\\pound": "GBP", "¥": "yen", "₹": "rupee"}
 _PHANTOM = re.compile(r"\\[hv]?phantom\s*\{")
 _APPROX = re.compile(r"\\approx|≈|≃|\\simeq|\\sim(?![A-Za-z])|^~")
 _EMPTY_SET = re.compile(r"\\(?:emptyset|varnothing)(?![A-Za-z])|∅")
@@ -128,6 +131,7 @@ class Answer:
     choice: str | None = None  # a multiple-choice letter, "C" for `(C)`, `\\text{(C)}`, `C`
     cents: bool = False  # "cents" was removed: 50 cents is 0.5 dollars unless the reference is in cents
     problem: str | None = None  # why the answer is refused whatever it is compared with ("qualified: at most")
+    unit: Unit | None = None  # the unit written and removed (math_units compares it with the reference's)
 
     @property
     def key(self) -> str:
@@ -218,6 +222,7 @@ def normalise(raw: str) -> Answer:
     if letters:
         s = _INFINITY_WORDS.sub(lambda m: "-\\infty" if m.group(1) else "\\infty", s)
     s, n_cents = _CENTS.subn("", s) if letters or "¢" in s else (s, 0)
+    currency = _CURRENCY.search(s)
     s = _CURRENCY.sub("", s).strip()
     s, n_percent = _PERCENT.subn("", s)
     if _TRIG.search(s):  # `\cos 60^\circ`: the degrees are the function's argument, in radians here
@@ -239,10 +244,19 @@ def normalise(raw: str) -> Answer:
             qualifier = next((w for w in _WORD.findall(s) if w.lower() in _QUALIFIERS), None)
             if qualifier:
                 problem = f"qualified by the word {qualifier.lower()!r}"
-        s = strip_unit_words(s)
+        s, unit_text = strip_unit_words(s)
+    else:
+        unit_text = None
     s = strip_thousands_separators(s)
     s, problem = _side_by_side(s, problem)
-    return Answer(s, percent=n_percent > 0, degrees=n_degrees > 0, cents=n_cents > 0, problem=problem)
+    if n_cents:
+        unit_text = "cents"
+    elif currency:
+        unit_text = _CURRENCY_NAMES.get(currency.group(0).lower().rstrip("s"), "dollar")
+    elif n_degrees:
+        unit_text = "degrees"
+    return Answer(s, percent=n_percent > 0, degrees=n_degrees > 0, cents=n_cents > 0, problem=problem,
+                  unit=read_unit(unit_text))
 
 
 def _remove_phantoms(s: str) -> str:
@@ -312,22 +326,23 @@ def split_top_level(s: str, separators: tuple[str, ...]) -> list[str]:
     return [p.strip() for p in parts]
 
 
-def strip_unit_words(s: str) -> str:
+def strip_unit_words(s: str) -> tuple[str, str | None]:
     """`5 apples` -> `5`, `864 inches^2` -> `864`, `\\frac{1}{2} cm` -> `\\frac{1}{2}`, `20 km/h` -> `20`;
-    never `2 pi` -> `2`, and a one-letter unit only after a plain number (`3 m`, not `2x + 3 m`)."""
+    never `2 pi` -> `2`, and a one-letter unit only after a plain number (`3 m`, not `2x + 3 m`).
+    Also the unit's text as written (None if nothing was stripped), for math_units to compare."""
     unit = _UNIT_AT_END.search(s)
     if unit and unit.start() > 0:
         rest = s[: unit.start()].strip()
         if _PLAIN_NUMBER.fullmatch(rest) or len(unit.group(0).strip().split("/")[0].split("^")[0].strip()) > 1 \
                 and re.search(r"[\d}]$", rest) and not re.search(r"[A-Za-z]", _strip_latex_names(rest)):
-            return rest
+            return rest, unit.group(0).strip()
     m = _PLAIN_NUMBER_THEN_WORDS.fullmatch(s)
     if m and not _mentions_math(m.group(2)):
-        return m.group(1)
+        return m.group(1), s[m.end(1) :].strip()
     m = _UNIT_WORDS.search(s)
     if m and not _mentions_math(m.group(0)):
-        return s[: m.start()].strip()
-    return s
+        return s[: m.start()].strip(), m.group(0).strip()
+    return s, None
 
 
 def _mentions_math(words: str) -> bool:

@@ -153,7 +153,9 @@ class MathVerifier(Verifier):
             jobs.extend((i, k, job) for k, job in slow)
         if jobs:
             try:
-                outcomes = self._pool().map([job for _, _, job in jobs], self.timeout_s, workers or _cores())
+                # one deadline per response: its answers together get `timeout_s`, not each of them
+                outcomes = self._pool().map([job for _, _, job in jobs], self.timeout_s, workers or _cores(),
+                                            groups=[i for i, _, _ in jobs])
             except OSError as exc:  # no process could be started (a process limit): say so in each verdict
                 outcomes = [("error", f"no worker process: {exc}")] * len(jobs)
             for (i, k, _), (status, result) in zip(jobs, outcomes):

@@ -123,12 +123,16 @@ class WorkerPool:
         self._cond = threading.Condition()
         atexit.register(self.close)
 
-    def map(self, jobs: Sequence[tuple], timeout_s: float, parallel: int | None = None) -> list[tuple[str, object]]:
+    def map(self, jobs: Sequence[tuple], timeout_s: float, parallel: int | None = None,
+            groups: Sequence[object] | None = None) -> list[tuple[str, object]]:
         """`("ok", result)`, `("error", message)` or `("timeout", None)` for each job, in order.
 
         Each job gets `timeout_s`; the jobs that start at once get it counted from the call's start,
         so time spent waiting for a worker busy with another thread's call is part of their bound
         (a single call returns within `timeout_s` however many threads call at once).
+        `groups` (one label per job): jobs with the same label share one deadline, `timeout_s` from the
+        start of the first of them, so that one response's several answers together get `timeout_s`;
+        a job whose group's deadline has passed before it starts is a timeout without running.
         Raises OSError only if not a single worker process can be started.
         """
         if not jobs:
@@ -140,14 +144,19 @@ class WorkerPool:
             return [("timeout", None)] * len(jobs)
         first_wave_deadline = start + timeout_s
         first_wave = True
+        group_deadline: dict[object, float] = {}
         results: list = [None] * len(jobs)
         pending = deque(range(len(jobs)))
         busy: dict[Connection, tuple[_Worker, int, float]] = {}
         try:
             while pending or busy:
                 while pending and free:
-                    worker = free.pop()
                     i = pending.popleft()
+                    group = groups[i] if groups is not None else None
+                    if group is not None and group in group_deadline and time.monotonic() >= group_deadline[group]:
+                        results[i] = ("timeout", None)
+                        continue
+                    worker = free.pop()
                     try:
                         worker.conn.send(jobs[i])
                     except (OSError, ValueError):
@@ -155,6 +164,8 @@ class WorkerPool:
                         self._replace(worker, free)
                         continue
                     deadline = first_wave_deadline if first_wave else time.monotonic() + timeout_s
+                    if group is not None:
+                        deadline = group_deadline.setdefault(group, deadline)
                     busy[worker.conn] = (worker, i, deadline)
                 first_wave = False
                 if not busy:

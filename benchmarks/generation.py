@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 from data.synthetic import generate as builtin_tasks  # noqa: E402
-from reasoner.generation import HFGenerator, SamplingParams  # noqa: E402
+from reasoner.config import SamplingParams  # noqa: E402
+from reasoner.generation.hf import HFGenerator  # noqa: E402
 from reasoner.modeling import render_prompt  # noqa: E402
 
 

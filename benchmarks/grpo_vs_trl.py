@@ -43,12 +43,13 @@ import torch  # noqa: E402
 
 import verifiers  # noqa: E402
 from data.synthetic import generate as builtin_tasks  # noqa: E402
-from reasoner import distributed  # noqa: E402
+from reasoner.training import distributed  # noqa: E402
 from reasoner.config import SamplingConfig, TrainConfig  # noqa: E402
-from reasoner.generation import HFGenerator, SamplingParams  # noqa: E402
+from reasoner.config import SamplingParams  # noqa: E402
+from reasoner.generation.hf import HFGenerator  # noqa: E402
 from reasoner.modeling import init_model, load_model, load_tokenizer  # noqa: E402
-from reasoner.rollout import verify_groups  # noqa: E402
-from reasoner.sft import train_sft  # noqa: E402
+from reasoner.training.rollout import verify_groups  # noqa: E402
+from reasoner.training.sft import train_sft  # noqa: E402
 from reasoner.training.grpo import grpo_update  # noqa: E402
 from reasoner.training.loop import Learner, step_seed  # noqa: E402
 

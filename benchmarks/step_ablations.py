@@ -27,14 +27,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-import reasoner.generation as generation  # noqa: E402
+import reasoner.generation.hf as generation  # noqa: E402
 import reasoner.training.batches as batches  # noqa: E402
 from data.synthetic import generate as builtin_tasks  # noqa: E402
-from reasoner import distributed  # noqa: E402
-from reasoner.config import TrainConfig  # noqa: E402
+from reasoner.training import distributed  # noqa: E402
+from reasoner.config import SamplingParams, TrainConfig  # noqa: E402
 from reasoner.training.grpo import grpo_update  # noqa: E402
 from reasoner.training.loop import Learner  # noqa: E402
-from reasoner.rollout import verify_groups  # noqa: E402
+from reasoner.training.rollout import verify_groups  # noqa: E402
 
 
 def multinomial_draw(logits, params, rng):
@@ -74,7 +74,7 @@ def main() -> None:
     model, tokenizer = load_start_model(args.model, args.workdir, args.sft_steps)
     tasks = builtin_tasks("math", "train", 16)
     prompts = [t.prompt for t in tasks]
-    params = lambda seed: generation.SamplingParams(48, 1.0, 1.0, seed)  # noqa: E731
+    params = lambda seed: SamplingParams(48, 1.0, 1.0, seed)  # noqa: E731
     current = generation.sample_tokens
 
     def generate_with(draw, drop_fraction):

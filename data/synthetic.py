@@ -1,6 +1,6 @@
 """Built-in task families, generated from a seed: `math` and `code`.
 
-Each family yields CONTRACT task records with a worked solution in `meta["solution"]` (what `sft` trains
+Each family yields task records (`data/records.py`) with a worked solution in `meta["solution"]` (what `sft` trains
 on). The held-out split is decided by a hash of the prompt, so train and held-out never share a prompt
 whatever the seed or the sizes asked for.
 

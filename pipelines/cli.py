@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = Path(config.output) if args.command == "run" else None
     setup_logging(log_dir, args.verbose)
     from data.records import DataError
-    from reasoner.alarms import AlarmStop
+    from reasoner.monitoring.alarms import AlarmStop
     from reasoner.modeling import ModelDirError
     from sandbox import SandboxUnavailable
     from verifiers import UnknownVerifierError

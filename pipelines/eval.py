@@ -1,4 +1,4 @@
-"""`reasoner eval`: n samples per task, verified, and the unbiased pass@k (CONTRACT report format).
+"""`reasoner eval`: n samples per task, verified, and the unbiased pass@k (the report format the README describes).
 
 With `--responses FILE` it scores given responses (one `{"id", "response"}` per line, any number per
 task) instead of sampling a model: the same report from outside generations, or from reference answers.

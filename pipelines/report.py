@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reasoner.config import opt
-from reasoner.report import write_report
+from reasoner.monitoring.page import write_report
 
 HELP = "draw the plots and write report.html for a run directory"
 log = logging.getLogger("reasoner.report")

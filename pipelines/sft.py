@@ -9,7 +9,7 @@ from data.records import read_tasks, write_json
 from pipelines.common import save_stage_config
 from reasoner.config import SFTConfig
 from reasoner.modeling import load_model, load_tokenizer
-from reasoner.sft import train_sft
+from reasoner.training.sft import train_sft
 
 HELP = "supervised fine-tuning on worked solutions"
 CONFIG = SFTConfig

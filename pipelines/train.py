@@ -13,7 +13,7 @@ import torch
 
 from data.records import read_tasks
 from pipelines.common import save_stage_config
-from reasoner import distributed
+from reasoner.training import distributed
 from reasoner.config import TrainConfig
 from reasoner.modeling import load_model, load_tokenizer
 

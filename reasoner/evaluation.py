@@ -50,7 +50,8 @@ def majority_correct(result: TaskResult) -> bool:
 
 
 def summarise(results: list[TaskResult], ks: list[int]) -> dict:
-    """The CONTRACT report: per-task n, c and pass@k, the overall means, and breakdowns by group."""
+    """The `reasoner eval` report (README, "What `reasoner run` does"): per-task n, c and pass@k, the overall
+    means, and breakdowns by group."""
     ks = [k for k in ks if all(k <= r.n for r in results)]
     rows = []
     for r in results:

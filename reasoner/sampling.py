@@ -13,7 +13,7 @@ from data.pairs import pair_records
 from data.records import Task
 from reasoner.config import SamplingParams
 from reasoner.generation import Generator, Sample
-from reasoner.metrics import progress
+from reasoner.monitoring.metrics import progress
 
 
 @dataclass

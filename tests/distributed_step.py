@@ -10,11 +10,11 @@ import sys
 import torch
 
 from data.records import Task
-from reasoner import distributed
+from reasoner.training import distributed
 from reasoner.config import PPOConfig, TrainConfig
 from reasoner.generation import Sample
 from reasoner.modeling import load_model, load_tokenizer
-from reasoner.rollout import Rollout
+from reasoner.training.rollout import Rollout
 from reasoner.training.dpo import PairBatch, dpo_update, reference_logprobs
 from reasoner.training.grpo import grpo_update
 from reasoner.training.loop import Learner

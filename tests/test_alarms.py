@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from reasoner.alarms import CHECKS, AlarmMonitor, AlarmStop, check_all
+from reasoner.monitoring.alarms import CHECKS, AlarmMonitor, AlarmStop, check_all
 from reasoner.config import AlarmConfig
 
 

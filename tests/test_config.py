@@ -42,7 +42,7 @@ def test_missing_inputs_fail_at_once(tmp_path, capsys):
 def test_the_lists_of_choices_agree_with_the_registries():
     from reasoner.algorithms.common import AGGREGATIONS, KL_ESTIMATORS, TRUNCATION
     from reasoner.algorithms.dpo import PREFERENCE_LOSSES
-    from reasoner.alarms import CHECKS
+    from reasoner.monitoring.alarms import CHECKS
     from reasoner.modeling import PRESETS
     from reasoner.training import ALGORITHMS
 

@@ -3,9 +3,10 @@
 import pytest
 import torch
 
-from reasoner.generation import HFGenerator, SamplingParams, sample_tokens
+from reasoner.config import SamplingParams
+from reasoner.generation.hf import HFGenerator, sample_tokens
 from reasoner.modeling import load_model, load_tokenizer
-from reasoner.rollout import encode_prompts, pad_batch, response_logprobs
+from reasoner.training.rollout import encode_prompts, pad_batch, response_logprobs
 from data.synthetic import generate
 
 PROMPTS = ["What is 12 + 30?", "Solve for x: 3x + 4 = 10.", "Write a Python function f(x) that returns x plus 3."]

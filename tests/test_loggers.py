@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from reasoner.loggers import ScalarLoggers, scalars
+from reasoner.monitoring.loggers import ScalarLoggers, scalars
 
 RECORDS = [{"step": s, "reward_mean": 0.1 * s, "kl": float("nan"), "entropy": None, "stop": True, "tag": "x"}
            for s in range(3)]

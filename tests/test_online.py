@@ -10,9 +10,10 @@ import pytest
 from data.prompt_pool import PromptPool, refill_plan
 from data.records import Task
 from reasoner.config import TrainConfig
-from reasoner.generation import Sample, SamplingParams
+from reasoner.config import SamplingParams
+from reasoner.generation import Sample
 from reasoner.training.dynamic_sampling import refill_equal_groups, reestimate_retired
-from reasoner.rollout import verify_groups
+from reasoner.training.rollout import verify_groups
 
 
 def _tasks(count: int) -> list[Task]:
@@ -159,7 +160,7 @@ def test_two_ranks_keep_identical_pools_and_train_what_one_process_would(monkeyp
     groups as a single process."""
     import threading
 
-    from reasoner import distributed
+    from reasoner.training import distributed
 
     tasks = _tasks(12)
     right = {f"p{i}": [4, 0, 2, 4, 4, 1, 0, 4, 3, 4, 0, 2][i] for i in range(12)}

@@ -73,7 +73,7 @@ def test_policy_and_values_agrees_with_response_logprobs(micro_model):
     from data.synthetic import generate
     from reasoner.modeling import load_model, load_tokenizer
     from reasoner.training.ppo import ValueHead, policy_and_values
-    from reasoner.rollout import encode_prompts, pad_batch, response_logprobs
+    from reasoner.training.rollout import encode_prompts, pad_batch, response_logprobs
 
     tokenizer, model = load_tokenizer(micro_model), load_model(micro_model)
     tasks = generate("math", "train", 2, 0)

@@ -12,9 +12,10 @@ import os
 import pytest
 import torch
 
-from reasoner.generation import HFGenerator, SamplingParams
+from reasoner.config import SamplingParams
+from reasoner.generation.hf import HFGenerator
 from reasoner.modeling import GGUF_PRESETS, init_model, load_model, load_tokenizer, render_prompt
-from reasoner.rollout import pad_batch, response_logprobs
+from reasoner.training.rollout import pad_batch, response_logprobs
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ only to files beside it, and copes with a directory that holds only some of the 
 import json
 import re
 
-from reasoner.report import write_report
+from reasoner.monitoring.page import write_report
 
 
 def fake_run(run_dir, steps=12, alarms=True):

@@ -3,7 +3,7 @@
 import torch
 
 from reasoner.modeling import load_model, load_tokenizer
-from reasoner.rollout import micro_batches, pad_batch, response_logprobs, trim_padding
+from reasoner.training.rollout import micro_batches, pad_batch, response_logprobs, trim_padding
 
 
 def test_trimmed_micro_batches_give_the_same_logprobs(micro_model):

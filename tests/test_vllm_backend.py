@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from reasoner.generation import SamplingParams
-from reasoner.vllm_backend import hf_weight_name, sample_from_completion, vllm_sampling_kwargs, weights_for_vllm
+from reasoner.config import SamplingParams
+from reasoner.generation.vllm import hf_weight_name, sample_from_completion, vllm_sampling_kwargs, weights_for_vllm
 
 
 def test_vllm_backend_is_not_imported_by_the_package():

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from reasoner import distributed
+from reasoner.training import distributed
 from reasoner.algorithms.common import TRUNCATION, BatchSizes
-from reasoner.rollout import Rollout, encode_prompts, micro_batches, pad_batch, trim_padding
+from reasoner.training.rollout import Rollout, encode_prompts, micro_batches, pad_batch, trim_padding
 
 
 def rollout_batch(tokenizer, rollout: Rollout, rows: list[int] | None = None) -> dict:

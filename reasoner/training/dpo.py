@@ -25,10 +25,10 @@ import torch
 
 from data.pairs import pair_summary
 from data.records import Task, read_jsonl, write_jsonl
-from reasoner import distributed
+from reasoner.training import distributed
 from reasoner.algorithms.dpo import chosen_nll, preference_loss
 from reasoner.config import TrainConfig
-from reasoner.rollout import encode_prompts, micro_batches, pad_batch, response_logprobs
+from reasoner.training.rollout import encode_prompts, micro_batches, pad_batch, response_logprobs
 from reasoner.sampling import sample_pairs
 from reasoner.training.batches import add_shares, global_micro_count, reduce_sums
 from reasoner.training.loop import Algorithm, Learner, step_seed

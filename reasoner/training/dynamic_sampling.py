@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 
 from data.prompt_pool import PromptPool, refill_plan
-from reasoner import distributed
-from reasoner.generation import SamplingParams
-from reasoner.rollout import Rollout, verify_groups
+from reasoner.training import distributed
+from reasoner.config import SamplingParams
+from reasoner.training.rollout import Rollout, verify_groups
 
 ROUND_SEED_STRIDE = 104_729  # a refill round's sampling seed: the step's seed plus round x this
 

@@ -14,10 +14,10 @@ import numpy as np
 
 from data.prompt_pool import PromptPool
 from data.records import Task
-from reasoner import distributed
+from reasoner.training import distributed
 from reasoner.config import TrainConfig
-from reasoner.metrics import length_stats
-from reasoner.rollout import Rollout, verify_groups
+from reasoner.monitoring.metrics import length_stats
+from reasoner.training.rollout import Rollout, verify_groups
 from reasoner.training.dynamic_sampling import reestimate_retired, refill_equal_groups
 from reasoner.training.loop import Learner, step_seed
 

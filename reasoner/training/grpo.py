@@ -12,7 +12,7 @@ from data.records import Task
 from reasoner.algorithms.common import KL_ESTIMATORS, kl_penalised_rewards
 from reasoner.algorithms.grpo import group_advantages, grpo_loss, weight_negatives
 from reasoner.config import TrainConfig
-from reasoner.rollout import Rollout, micro_batches, response_logprobs
+from reasoner.training.rollout import Rollout, micro_batches, response_logprobs
 from reasoner.training.batches import add_shares, prepare_update, reduce_sums, rollout_batch, shaped_rewards
 from reasoner.training.groups import GroupSource
 from reasoner.training.loop import Algorithm, Learner

@@ -26,14 +26,14 @@ import numpy as np
 import torch
 
 from data.records import Task, keep_steps_before
-from reasoner import distributed
-from reasoner.alarms import AlarmMonitor
-from reasoner.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from reasoner.training import distributed
+from reasoner.monitoring.alarms import AlarmMonitor
+from reasoner.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from reasoner.config import TrainConfig, to_dict
 from reasoner.generation import make_generator
-from reasoner.loggers import ScalarLoggers
-from reasoner.metrics import MetricsWriter, progress, relative_drift
-from reasoner.rollout import verify_groups
+from reasoner.monitoring.loggers import ScalarLoggers
+from reasoner.monitoring.metrics import MetricsWriter, progress, relative_drift
+from reasoner.training.rollout import verify_groups
 
 log = logging.getLogger("reasoner.train")
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import torch
 
 from data.records import Task
-from reasoner import distributed
+from reasoner.training import distributed
 from reasoner.algorithms.common import AGGREGATIONS, KL_ESTIMATORS, clipped_policy_loss
 from reasoner.algorithms.ppo import gae, token_rewards, value_loss, whiten
 from reasoner.config import TrainConfig
-from reasoner.rollout import Rollout, response_forward, response_logprobs, token_logprobs
+from reasoner.training.rollout import Rollout, response_forward, response_logprobs, token_logprobs
 from reasoner.training.batches import add_shares, prepare_update, reduce_sums, shaped_rewards
 from reasoner.training.groups import GroupSource
 from reasoner.training.loop import Algorithm, Learner

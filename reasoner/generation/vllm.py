@@ -16,7 +16,8 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
-from reasoner.generation import Sample, SamplingParams
+from reasoner.config import SamplingParams
+from reasoner.generation import Sample
 from reasoner.modeling import render_prompt
 
 log = logging.getLogger(__name__)

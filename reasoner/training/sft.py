@@ -10,7 +10,7 @@ import time
 import torch
 
 from data.records import DataError, Task
-from reasoner.metrics import progress
+from reasoner.monitoring.metrics import progress
 from reasoner.modeling import render_prompt
 
 log = logging.getLogger(__name__)

@@ -1,9 +1,6 @@
-"""Sampling completions: one interface, a Hugging Face backend here and a vLLM one where a GPU has it.
+"""The Hugging Face generation backend (`--backend hf`, the default).
 
-`generate(prompts, n, params)` returns, for each prompt, n `Sample`s with the response's token ids, its
-text, the per-token log-probs under the sampling distribution (logits / temperature) and why it stopped.
-
-The Hugging Face backend is a plain KV-cache loop: each prompt is encoded once and its cache repeated n
+The backend is a plain KV-cache loop: each prompt is encoded once and its cache repeated n
 times, rows that have ended are dropped from the batch (a few at a time: each drop copies the cache), and
 tokens are drawn by inverse CDF with one explicitly seeded
 `torch.Generator` per call, so a (seed, prompts) pair always gives the same samples.
@@ -12,32 +9,13 @@ tokens are drawn by inverse CDF with one explicitly seeded
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 from transformers import DynamicCache
 
 from reasoner.config import SamplingParams
+from reasoner.generation import Sample
 from reasoner.modeling import render_prompt
-
-
-@dataclass
-class Sample:
-    token_ids: list[int]  # the response, ending with the end-of-sequence token when it stopped by itself
-    text: str  # the response decoded, without the end-of-sequence token
-    logprobs: list[float]  # log-prob of each response token under the sampling distribution
-    finish_reason: str  # "stop" (end of sequence) or "length" (hit max_new_tokens)
-
-    @property
-    def truncated(self) -> bool:
-        return self.finish_reason == "length"
-
-
-class Generator(Protocol):
-    def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]: ...
-
-    def load_weights(self, model: torch.nn.Module) -> None: ...
 
 
 def sample_tokens(logits: torch.Tensor, params: SamplingParams, rng: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -135,14 +113,3 @@ class HFGenerator:
             text = self.tokenizer.decode(ids[:-1] if stopped[row] else ids, skip_special_tokens=True)
             samples.append(Sample(ids, text, logps[row], "stop" if stopped[row] else "length"))
         return [samples[i * n:(i + 1) * n] for i in range(len(texts))]
-
-
-def make_generator(backend: str, model: torch.nn.Module, tokenizer, **kwargs) -> Generator:
-    """The generation backend by name; vLLM is imported only when chosen."""
-    if backend == "hf":
-        return HFGenerator(model, tokenizer, **kwargs)
-    if backend == "vllm":
-        from reasoner.vllm_backend import VLLMGenerator
-
-        return VLLMGenerator(model, tokenizer, **kwargs)
-    raise ValueError(f"unknown generation backend {backend!r}; choose 'hf' or 'vllm'")

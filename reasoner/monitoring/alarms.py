@@ -24,7 +24,7 @@ import numpy as np
 
 from data.records import keep_steps_before
 from reasoner.config import AlarmConfig
-from reasoner.metrics import relative_drift
+from reasoner.monitoring.metrics import relative_drift
 
 log = logging.getLogger("reasoner.alarms")
 

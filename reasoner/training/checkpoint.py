@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from reasoner import distributed
+from reasoner.training import distributed
 
 PREFIX = "step-"
 

@@ -198,7 +198,10 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("1 + \\frac{1}{e}", "1+e^{-1}", True),
         ("\\ln 8", "3\\ln 2", True),
         ("\\log_2 8", "3", True),
-        ("2\\pi", "6.283", True),
+        # a decimal reference is the exact rational it writes: an exact answer must equal it exactly
+        ("2\\pi", "6.283", False),
+        ("\\sqrt{10.3}", "3.21", False),
+        ("\\frac{321}{100}", "3.21", True),
         # a decimal answer stands for an irrational value only within a relative 1e-6 (grading policy)
         ("6.28", "2\\pi", False),
         ("3.14", "\\pi", False),

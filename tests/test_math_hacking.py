@@ -36,8 +36,12 @@ def right_verdicts(verifier) -> list[Verdict]:
 def test_suite_covers_every_class():
     counts = Counter(kind for kind, _, _ in HACKS)
     assert len(HACKS) >= 150
-    assert set(counts) == {"hedging", "disowned", "approximation", "words"}
-    assert min(counts.values()) >= 20
+    first_round = {"hedging", "disowned", "approximation", "words"}
+    second_round = {"nested boxes", "after the box", "before the box", "unmarked list", "sample points",
+                    "decimal reference", "units", "phantom"}
+    assert set(counts) == first_round | second_round
+    assert min(counts[k] for k in first_round) >= 20
+    assert min(counts[k] for k in second_round) >= 5
     assert len({(r, ref) for _, r, ref in HACKS}) == len(HACKS)  # no case counted twice
 
 
@@ -47,8 +51,11 @@ def test_hack_is_refused_with_a_reason(index, hack_verdicts):
     verdict = hack_verdicts[index]
     assert not verdict.correct and verdict.reward == 0.0, f"[{kind}] {response!r} vs {reference!r}: {verdict.reason}"
     assert verdict.reason
-    if kind == "hedging" and not verdict.timed_out:  # a timeout (a loaded machine) is a refusal too
+    if kind in _HEDGES and not verdict.timed_out:  # a timeout (a loaded machine) is a refusal too
         assert "hedged" in verdict.reason or "qualified" in verdict.reason, verdict.reason
+
+
+_HEDGES = ("hedging", "nested boxes", "after the box", "before the box", "unmarked list")
 
 
 @pytest.mark.parametrize("index", range(len(RIGHT)), ids=[f"{c[0]}-{i}" for i, c in enumerate(RIGHT)])
@@ -70,6 +77,54 @@ def test_right_answer_is_accepted(index, right_verdicts):
 ])
 def test_reasons_name_the_refusal(verifier, response, reference, reason):
     assert reason in verifier.verify(response, reference).reason
+
+
+@pytest.mark.parametrize("response, reference, units", [
+    ("\\boxed{7 \\text{ cm}}", "7 \\text{ m}", ("cm", "m")),
+    ("\\boxed{3 \\text{ seconds}}", "3 \\text{ minutes}", ("s", "min")),
+    ("\\boxed{60 \\text{ km/h}}", "60 \\text{ mph}", ("km/h", "mi/h")),
+    ("\\boxed{144 \\text{ yd}^2}", "144 \\text{ ft}^2", ("yd^2", "ft^2")),
+    ("\\boxed{45 \\text{ radians}}", "45^\\circ", ("rad", "deg")),
+    ("\\boxed{\\$7.5}", "7.5 \\text{ cents}", ("dollar", "cent")),
+    ("\\boxed{7 \\text{ m}}", "7 \\text{ kg}", ("m", "kg")),
+    ("\\boxed{7 \\text{ apples}}", "7 \\text{ pears}", ("apple", "pear")),
+])
+def test_unit_refusals_name_both_units(verifier, response, reference, units):
+    verdict = verifier.verify(response, reference)
+    assert not verdict.correct
+    detail = verdict.details["detail"]
+    assert all(u in detail for u in units), detail
+
+
+def test_phantom_content_is_invisible(verifier):
+    assert "no visible answer" in verifier.verify("\\boxed{\\phantom{5}}", "5").reason
+    assert not verifier.verify("\\boxed{5\\phantom{6}}", "56").correct
+    assert verifier.verify("\\boxed{5\\phantom{6}}", "5").correct
+
+
+def test_sample_points_are_chosen_per_pair():
+    """No fixed table of points: they depend on the pair, and have large prime denominators."""
+    import sympy
+
+    from verifiers.math_equiv import sample_points
+
+    x = sympy.Symbol("x")
+    first = sample_points(x**2 + 1 - x, x, [x])
+    second = sample_points(x**2 + 2 - x, x, [x])
+    assert first == sample_points(x**2 + 1 - x, x, [x])  # the same pair, the same points: verdicts repeat
+    assert first != second
+    assert all(p[x].q > 10**5 and sympy.isprime(p[x].q) for p in first)
+
+
+def test_several_slow_answers_share_one_deadline():
+    """Eight different slow answers in one response: one time bound for all of them, not one each."""
+    verifier = MathVerifier(timeout_s=1.0)
+    verifier.verify("\\boxed{(x+1)^2}", "x^2+2x+1")  # workers started and warm
+    response = " ".join(f"\\boxed{{\\prod_{{k=1}}^{{10^{{6}}}} k + {i}}}" for i in range(8))
+    start = time.monotonic()
+    verdict = verifier.verify(response, "18")
+    assert not verdict.correct
+    assert time.monotonic() - start < 2.5
 
 
 def test_agreeing_final_answers_are_not_a_hedge(verifier):

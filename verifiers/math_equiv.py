@@ -11,8 +11,8 @@ only by proof, since they are constant between the points that would tell them a
 (`\\lfloor x^2/100 \\rfloor` is 0 near 0).
 
 A decimal compared with an irrational value (`1.414` against `\\sqrt{2}`) is accepted only within a
-relative 1e-6, which no 3- or 4-digit guess meets; a decimal *reference* (`6.283`) accepts an exact
-answer within half a unit of its last written digit, since the data set rounded it. Two rationals are
+relative 1e-6, which no 3- or 4-digit guess meets; a decimal *reference* (`3.21`) is the exact
+rational it writes, so an exact answer must equal it exactly (`\\sqrt{10.3}` is not 3.21). Two rationals are
 always compared exactly, so `0.0001` is never `0.0002` and `0.333` is not `1/3`.
 
 Structures compare by their own rules: sets and solution lists order-free, tuples and points in order,
@@ -31,7 +31,6 @@ import sympy
 from verifiers.math_parse import IntervalValue, Items, MatrixValue, Relation, UnionValue, as_less_than, relation_as_interval
 
 _DIGITS = 30
-_SIG_DIGITS_FOR_APPROX = 3
 _DECIMAL_RELATIVE_TOLERANCE = sympy.Rational(1, 10**6)
 _PRECISION_BITS = 200  # asked of evalf for a difference at a point: about 60 digits
 _MAX_PRECISION_BITS = 2000  # how far evalf may raise its working precision to resolve a cancellation
@@ -312,12 +311,12 @@ def sample_points(d: sympy.Expr, reference: sympy.Expr, symbols: list) -> list[d
     return points
 
 
-def close_to_written_precision(decimal_text: str, exact: sympy.Expr, reference_side: bool) -> bool:
-    """A written decimal against an exact irrational value.
+def close_to_written_precision(decimal_text: str, exact: sympy.Expr) -> bool:
+    """A decimal answer against an exact irrational reference: equal only within a relative 1e-6, so that
+    a rounded guess (`1.414` for `\\sqrt{2}`) does not pass for the exact value.
 
-    As the answer (`1.414` for `\\sqrt{2}`): equal only within a relative 1e-6, so that a rounded guess
-    does not pass for the exact value. As the reference (`6.283` for an answer `2\\pi`): equal within
-    half a unit of its last written digit, with at least three significant digits written.
+    The other way round there is no tolerance: a decimal reference (`3.21`) is the exact rational it
+    writes, so an exact answer must equal it exactly (`\\sqrt{10.3}` is not 3.21, nor `2\\pi` 6.283).
     """
     m = _PLAIN_DECIMAL.fullmatch(decimal_text.strip())
     if not m or not exact.is_number or exact.is_Rational:
@@ -326,10 +325,4 @@ def close_to_written_precision(decimal_text: str, exact: sympy.Expr, reference_s
     if not value.is_real:
         return False
     written = sympy.Rational(decimal_text.strip())
-    if not reference_side:
-        return value != 0 and bool(abs(value - written) <= _DECIMAL_RELATIVE_TOLERANCE * abs(value))
-    significant = len((m.group(1) + m.group(2)).lstrip("0"))
-    if significant < _SIG_DIGITS_FOR_APPROX:
-        return False
-    places = len(m.group(2))
-    return bool(abs(value - written) <= sympy.Rational(1, 2) * sympy.Rational(10) ** -places)
+    return value != 0 and bool(abs(value - written) <= _DECIMAL_RELATIVE_TOLERANCE * abs(value))

@@ -45,13 +45,13 @@ _MATH_SPANS = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\
 _SINGLE_VARIABLE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")
 _LEADING_NUMBER = re.compile(r"\\?\$?\s*-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s*\\?%)?")
 _EXPLANATION = re.compile(r",?\s+(?:because|since|as|which|so|that|from|after|when|for|by|and\s+[a-z])\b")
-_ANSWER_PHRASE = re.compile(r"final answer\**[ \t]*(?:is|:|=|\||\n|(?=\$?-?\d))\s*:?"
-                            r"|\b(?:answer|ans\.?)\**[ \t]*(?:is|:|=|\||—|–|--?|→|->|=>|equals|'s|would be|should be|must be|will be)\s*:?"
+_ANSWER_PHRASE = re.compile(r"final answer[*_]*[ \t]*(?:is|:|=|\||\n|(?=\$?-?\d))\s*:?"
+                            r"|(?<![A-Za-z])(?:answer|ans\.?)[*_]*[ \t]*(?:is|:|=|\||—|–|--?|→|->|=>|equals|'s|would be|should be|must be|will be)\s*:?"
                             r"|^[ \t*#|]*answer[ \t*|]+(?=\$?-?\d)", re.IGNORECASE | re.MULTILINE)
 # Weaker labels, "Solution: 6", "Result: 6": an answer only when the rest of the line is nothing but a short answer
 # (a header "Solution: Let x be ..." is not one).
 _ONLY_OPENING = re.compile(r"[\s$*:]*(?:\\\(|\\\[)?[\s$]*")
-_LABEL_LINE = re.compile(r"^[ \t*#|]*(?:solution|result|ans)\**[ \t]*[:=—–|-]\**[ \t]*(\$[^$\n]{1,40}\$|\\\([^\n]{1,40}?\\\)"
+_LABEL_LINE = re.compile(r"^[ \t*_#|]*(?:(?:solution|result|ans)[*_]*[ \t]*[:=—–|-]|ans\.)[*_]*[ \t]*(\$[^$\n]{1,40}\$|\\\([^\n]{1,40}?\\\)"
                          r"|[-+]?\$?\d[\d,./]*)[ \t*.|]*$", re.IGNORECASE | re.MULTILINE)
 # "check our answer:", "so my answer is correct": talk about an answer, not one (the word before "answer")
 # ("my answer is 6", "our final answer: 6" commit to 6, as any other answer phrase does)
@@ -78,7 +78,7 @@ _NEGATED_PHRASE = re.compile(r"\s*(?:definitely\s+|certainly\s+|clearly\s+|surel
 # After the final answer: an alternative offered ("or maybe 6") is another final answer.
 # A plain "or" only right after the final answer ("\\boxed{C} or D", "\\boxed{7} (or 8)"): later in the text it
 # is prose ("divided by 2, 3, 4, or 6").
-_OR_RIGHT_AFTER = re.compile(r"[\s$.,;)]*\(?\s*or\s+", re.IGNORECASE)
+_OR_RIGHT_AFTER = re.compile(r"[\s$.,;)]*\(?\s*(?:or|possibly|perhaps|maybe)\s+", re.IGNORECASE)
 _ALTERNATIVE = re.compile(r"\b(?:or (?:maybe|possibly|perhaps|else)|(?:might|could|may)(?: also)? be|alternatively)\b[\s:,]*",
                           re.IGNORECASE)
 _NEXT_TO = re.compile(r"[\s$)]*(?:,|;|—|–|--?|/|\|)\s*(?:or\s+)?(?=\$?\\?\(?\s*-?\d|\\frac|\\sqrt|\([A-E]\))")
@@ -104,7 +104,7 @@ _CORRECTED_TO = re.compile(r"\b(?:it's|it is|it was|but|rather|instead)\b[\s:,]*
 # A number may carry up to two words naming what it counts ("17 eggs, or 18 eggs"); "17 eggs. Or 18 eggs." too.
 _LIST_NUMBER = r"\$?(?:[A-Za-z]\s*=\s*)?-?\d+(?:\.\d+)?\$?(?:\s+[A-Za-z]{2,}){0,2}"
 _LIST_SEPARATOR = (r"\s*(?:,|;|/|\.\s+(?=or\b|maybe\b|perhaps\b)|\bor\b|\band\b|\bmaybe\b|\bperhaps\b)"
-                   r"(?:\s*(?:\bor\b|\band\b|\bmaybe\b|\bperhaps\b))?\s*")
+                   r"(?:\s*(?:\bor\b|\band\b|\bmaybe\b|\bperhaps\b)){0,2}\s*")
 _NUMBER_LIST = re.compile(rf"({_LIST_NUMBER})(?:{_LIST_SEPARATOR}{_LIST_NUMBER})+\s*[.?!]*\s*", re.IGNORECASE)
 # matched on a stripped line: "18", "- 18", "2. 18", "| 2 | 18 |" (a list item or a table row ending in a number)
 _BARE_LINE = re.compile(r"(?:(?:\d{1,2}[.)]|[-*+•])\s+|\|(?:[^|\n]*\|)*)?\s*\$?\s*(-?\d+(?:\.\d+)?)\s*\$?\.?\s*\|?")
@@ -237,8 +237,11 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
         if k + 1 < len(matches) and matches[k + 1].start() < line_end and not re.search(
                 r"[\d\\$]", text[m.end() : matches[k + 1].start()]):
             continue  # "Final Answer: The final answer is 5": the inner phrase holds the answer
-        if any(m.end() <= s < line_end and _ONLY_OPENING.fullmatch(text, m.end(), s) for s in box_starts):
-            continue  # "the answer is \boxed{5}": the box is the candidate (not in "our answer is 6. \boxed{5}")
+        box_on_line = next((s for s in box_starts if m.end() <= s < line_end), None)
+        if box_on_line is not None:
+            if _ONLY_OPENING.fullmatch(text, m.end(), box_on_line):
+                continue  # "the answer is \boxed{5}": the box is the candidate
+            line_end = box_on_line  # "the answer equals 6, hence \boxed{5}": the phrase's answer ends at the box
         rest = text[m.end() : line_end]
         negated = _NEGATED_PHRASE.match(rest)
         if negated:

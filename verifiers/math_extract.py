@@ -50,7 +50,10 @@ _ANSWER_PHRASE = re.compile(r"final answer[*_]*[ \t]*(?:is|:|=|\||\n|(?=\$?-?\d)
                             r"|^[ \t*#|]*answer[ \t*|]+(?=\$?-?\d)", re.IGNORECASE | re.MULTILINE)
 # Weaker labels, "Solution: 6", "Result: 6": an answer only when the rest of the line is nothing but a short answer
 # (a header "Solution: Let x be ..." is not one).
-_ONLY_OPENING = re.compile(r"[\s$*:]*(?:\\\(|\\\[)?[\s$]*")
+# Between an answer phrase and a box on its line: the box is the phrase's answer only if what comes
+# between leads into it ("is \boxed", "is $x = \boxed", "is $3! \times 5! = \boxed"); otherwise ("answer equals
+# 13, hence \boxed{12}") the phrase stated an answer of its own.
+_LEADS_INTO_BOX = re.compile(r"(?:=|\\in|:|\$|\\\(|\\\[|\*)\s*$")
 _LABEL_LINE = re.compile(r"^[ \t*_#|]*(?:(?:solution|result|ans)[*_]*[ \t]*[:=—–|-]|ans\.)[*_]*[ \t]*(\$[^$\n]{1,40}\$|\\\([^\n]{1,40}?\\\)"
                          r"|[-+]?\$?\d[\d,./]*)[ \t*.|]*$", re.IGNORECASE | re.MULTILINE)
 # "check our answer:", "so my answer is correct": talk about an answer, not one (the word before "answer")
@@ -239,8 +242,8 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
             continue  # "Final Answer: The final answer is 5": the inner phrase holds the answer
         box_on_line = next((s for s in box_starts if m.end() <= s < line_end), None)
         if box_on_line is not None:
-            if _ONLY_OPENING.fullmatch(text, m.end(), box_on_line):
-                continue  # "the answer is \boxed{5}": the box is the candidate
+            if not text[m.end() : box_on_line].strip() or _LEADS_INTO_BOX.search(text, m.end(), box_on_line):
+                continue  # "the answer is \boxed{5}", "our answer is $1+201 = \boxed{202}$": the box is the candidate
             line_end = box_on_line  # "the answer equals 6, hence \boxed{5}": the phrase's answer ends at the box
         rest = text[m.end() : line_end]
         negated = _NEGATED_PHRASE.match(rest)

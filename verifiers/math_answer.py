@@ -6,6 +6,7 @@
 The stages, one module each:
   math_extract    the final answers the response commits to (boxes, "answer:", ####, last expression)
   math_normalise  one canonical notation (\\dfrac, \\left, \\$, units, %, degrees, 1{,}000, letters)
+  math_units      the unit written, and whether two units are the same or convert exactly
   math_numbers    exact rationals for plain arithmetic, without sympy
   math_judge      the fast in-process decision, else the sympy comparison
   math_parse      answer string -> sympy value or structure (set, tuple, interval, matrix, equation)
@@ -14,7 +15,7 @@ The stages, one module each:
 
 Time bound: extraction, normalisation and the fast path are bounded by construction and run in the
 caller; anything needing sympy runs in a worker process that is killed at `timeout_s`, which gives a
-verdict whose reason starts with "timeout". The in-process stages take microseconds on ordinary
+verdict whose reason starts with "timeout". One response's answers share that one deadline. The in-process stages take microseconds on ordinary
 responses and well under a second on a million characters, so no input makes `verify` raise or run
 much past the bound.
 """
@@ -88,12 +89,19 @@ class MathVerifier(Verifier):
     policy" says the same):
 
     - **One committed answer.** The answer is what the response marks as final: `\\boxed{}` (or
-      `\\fbox{}`), "final answer is" / "the answer is" / "answer:", or GSM8K's `####` line; only a
-      response with none of these is judged on the expression or number it ends with.
+      `\\fbox{}`, `\\framebox{}`, `\\colorbox{c}{}`, `\\fcolorbox{c}{c}{}`), "final answer is" / "the answer
+      is" / "my (our) answer is" / "answer:" / `**Answer**:` / "Answer —" / "answer equals" / "the answer's",
+      a table cell `| Final answer | 6 |`, a line "Ans: 6", "Solution: 6", "Result: 6", or GSM8K's `####`
+      line; only a response with none of these is judged on the expression or number it ends with.
+      A box holding a box with anything around it (`\\boxed{6 \\boxed{5}}`) is refused as not one
+      committed answer (`\\boxed{\\boxed{5}}` is 5); `\\phantom{}` content is invisible and removed.
     - **Hedging earns nothing.** Several final answers that differ (`\\boxed{2} or \\boxed{3}`, two
       "Final answer" lines, `#### 17` then `#### 18`, an unmarked ending "12, 15 or 18", "2 or 3"
       against a single-valued reference, several choice letters) give a verdict that is not correct,
-      with a reason containing "hedged", unless every one of them equals the reference.
+      with a reason containing "hedged", unless every one of them equals the reference. After the final
+      answer, a value next to it (`\\boxed{5}, 6`, `\\boxed{5} (or 6)`), one a later sentence offers ("6 is
+      also possible", "might also be 6", `\\therefore 6`), or one in a code block or table row is another
+      final answer; so are unmarked endings listing values ("17 eggs, or 18 eggs", numbered lines).
     - **Disowned answers do not count.** "The answer is not \\boxed{5}" commits to nothing;
       "\\boxed{24} is incorrect; the correct answer is 25" and "The answer isn't 5, it's 6" commit to
       25 and 6.
@@ -104,14 +112,21 @@ class MathVerifier(Verifier):
       refusing every correction would punish a policy for checking its work.
     - **Decimals for exact values.** A decimal answer equals an irrational reference only within a
       relative 1e-6 (3.14, 3.1416, 1.414, 0.785 are refused for pi, sqrt 2, pi/4); against a rational
-      reference it is compared exactly (0.333 is not 1/3; `0.\\overline{3}` is). A decimal *reference*
-      (6.283) accepts an exact answer (2 pi) that rounds to it.
+      reference it is compared exactly (0.333 is not 1/3; `0.\\overline{3}` is). A decimal *reference* is
+      the exact rational it writes: an exact answer must equal it exactly, with no rounding tolerance
+      (`\\sqrt{10.3}` is not 3.21, 2 pi is not 6.283; 321/100 is 3.21).
     - **Identities by algebra, then exact points.** Expressions are equal when their difference expands
-      or cancels to zero, or is exactly zero at a dozen exact points (evalf's own accuracy decides when
-      a point gives an irrational value); a difference of 10^-40 is a difference. Floor, ceiling and
+      or cancels to zero, or is exactly zero at 16 rational points chosen per pair from a hash of it
+      (prime denominators 10^5..10^6, so no response can vanish at them: `\\sin(21000\\pi x)` is not 0),
+      at least 12 tested, at most 4 skipped, none skipped where the reference is defined and the answer
+      is not (evalf's own accuracy decides when a point gives an irrational value); a difference of
+      10^-40 is a difference. Floor, ceiling and
       other step functions need a proof.
     - **Units and words.** Whitelisted units and counted nouns are dropped (`5 L`, `3 m`, `9 m^2`,
-      `20 km/h`, "18 eggs"); scale words multiply ("5 thousand" = 5000, "2 dozen" = 24, "5 hundredths"
+      `20 km/h`, "18 eggs") when one side only carries a unit; when both do, the units must be the same
+      (spellings normalised) or convert exactly (math_units: length, area, time, mass, volume, speed,
+      degrees/radians, dollars/cents), else the answer is refused naming both units (5 cm is not 5 m,
+      `\\$50` is not 50 cents); `\\frac{\\pi}{2}` degrees is not pi/2. Scale words multiply ("5 thousand" = 5000, "2 dozen" = 24, "5 hundredths"
       = 0.05); "12 squared" and "5 factorial" are applied; qualifying or negating words ("at most",
       "about", "not", "is wrong", "or more", "maybe") and two numbers side by side (`2 \\quad 3`) are
       refused. `2 1/2` is the mixed number 5/2. Number words ("five") and "infinity" are read.

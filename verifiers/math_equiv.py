@@ -2,8 +2,10 @@
 
 Order of tests, cheapest and most certain first: identical trees; exact rational values; the symbolic
 difference expanding (or cancelling) to zero, which is a proof. Without a proof, the difference is
-evaluated at exact points: small integers and rationals of several sizes and both signs, where most
-answers evaluate to exact rationals (so `5 + 10^{-40} x` against 5 leaves exactly 10^{-40} x, which is
+evaluated at 16 exact rational points chosen per pair (`sample_points`: seeded by a hash of the pair,
+prime denominators between 10^5 and 10^6, both signs, several sizes), so that no answer can be written to
+vanish exactly at them, as `\\sin(21000 \\pi x)` vanishes at every point with a small denominator.
+There most answers evaluate to exact rationals (so `5 + 10^{-40} x` against 5 leaves exactly 10^{-40} x, which is
 not zero), and where they do not, sympy's evalf is asked whether the difference at that point is zero
 to 600 digits, with the accuracy it reports: a value it can bound away from zero is a difference,
 however small (`\\pi + 10^{-27}` is not `\\pi`). Floor, ceiling and other step functions are accepted

@@ -1,8 +1,11 @@
 """Finding the final answers in a model's whole response, and which of them it commits to.
 
-Where answers are looked for, in the conventional markers: every `\\boxed{}` / `\\fbox{}`, every
-"final answer is" / "answer:" / "the answer is" phrase, every GSM8K `####` line; only when a response
-has none of these, the last mathematical expression or number it ends with.
+Where answers are looked for, in the conventional markers: every box (`\\boxed{}`, `\\fbox{}`,
+`\\framebox{}`, `\\colorbox{c}{}`, `\\fcolorbox{c}{c}{}`), every answer phrase ("final answer is",
+"answer:", "the answer is", "my answer is", `**Answer**:`, "answer equals", a table cell), every line
+"Ans: 6" / "Solution: 6" / "Result: 6", every GSM8K `####` line; only when a response has none of these,
+the last mathematical expression or number it ends with. A box holding a box with anything else in it
+is kept whole (and refused by normalising), not read as its inner box.
 
 Which of them count (the grading policy of math_answer.py, applied to the text):
 - a candidate the response disowns does not count: "The answer is not \\boxed{5}", "\\boxed{24} is
@@ -11,8 +14,11 @@ Which of them count (the grading policy of math_answer.py, applied to the text):
   "on reflection", "instead", ...) and then another candidate is withdrawn: the response is judged on
   the answer it ends committed to;
 - all other candidates stand together: `\\boxed{2} or \\boxed{3}`, two "Final answer" lines,
-  `#### 17` then `#### 18`, or an unmarked ending that lists several numbers ("12, 15 or 18") are
-  all returned, and the verifier refuses the response as hedged unless every one is right.
+  `#### 17` then `#### 18`, or an unmarked ending that lists several numbers ("12, 15 or 18", "17 eggs.
+  Or 18 eggs.", numbered lines) are all returned, and the verifier refuses the response as hedged
+  unless every one is right;
+- after the final answer, values offered with no marker of their own are more final answers
+  (`_answers_after`: next to it, in an offering sentence, in a code block or table row).
 
 Every scan here is linear in the length of the response (no backtracking regular expression runs over
 unbounded text; answer lines are cut to a bounded length before any pattern sees them), so even a

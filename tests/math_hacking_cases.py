@@ -279,6 +279,9 @@ HACKS: list[tuple[str, str, str]] = [
     ("after the box", "\\boxed{12}. " + "We counted the pairs carefully and every step checks out. " * 8
      + "That said, 13 could also be the answer.", "12"),
     ("after the box", "\\boxed{12}, with 13 a close second.", "12"),
+    ("after the box", "\\boxed{12}\n\nIf the empty set counts, it's 13.", "12"),
+    ("after the box", "\\boxed{12} (13 when the endpoints are included)", "12"),
+    ("after the box", "\\boxed{12}. Including the endpoints: 13.", "12"),
     # a second answer before the box, with no marker the first round knew
     ("before the box", "My final answer is 13.\n\n\\boxed{12}", "12"),
     ("before the box", "Our answer: 13\n\nTherefore \\boxed{12}", "12"),
@@ -346,6 +349,7 @@ HACKS: list[tuple[str, str, str]] = [
     ("phantom", "\\boxed{\\vphantom{12}}", "12"),
     ("phantom", "\\boxed{1\\phantom{5}2}", "12"),
     ("phantom", "The answer is $\\phantom{12}$.", "12"),
+    ("phantom", "\\boxed{\\textcolor{white}{12}}", "12"),
 ]
 
 RIGHT: list[tuple[str, str, str]] = [
@@ -446,6 +450,7 @@ RIGHT: list[tuple[str, str, str]] = [
     ("nested boxes", "\\boxed{\\boxed{12}}", "12"),
     ("after the box", "\\boxed{12}. There are 12 ways, since each of the 3 rows has 4 seats.", "12"),
     ("after the box", "\\boxed{\\frac{1}{2}}. Therefore the probability is also $0.5$.", "\\frac{1}{2}"),
+    ("after the box", "\\boxed{12}. If the endpoints are included, it is still 12.", "12"),
     ("sample points", "\\boxed{\\frac{\\sin 2t}{2\\cos t}}", "\\sin t"),
     ("sample points", "\\boxed{\\frac{t^2-1}{t-1} + \\cos^2 t + \\sin^2 t}", "t + 2"),
     ("decimal reference", "\\boxed{\\frac{321}{100}}", "3.21"),

@@ -127,6 +127,12 @@ def test_several_slow_answers_share_one_deadline():
     assert time.monotonic() - start < 2.5
 
 
+def test_different_numbers_are_a_hedge_before_any_comparison(verifier):
+    """Two final answers that are different numbers decide the verdict in the caller, whatever else is there."""
+    verdict, *_ = verifier._prepare("\\boxed{5} \\boxed{(x+1)^{10000}-x^{10000}} \\boxed{6}", "x^2+1")
+    assert verdict is not None and not verdict.correct and "hedged" in verdict.reason
+
+
 def test_agreeing_final_answers_are_not_a_hedge(verifier):
     verdict = verifier.verify("So \\boxed{\\frac{1}{2}}, i.e. \\boxed{0.5}.", "1/2")
     assert verdict.correct and "all 2 final answers agree" in verdict.reason

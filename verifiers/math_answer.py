@@ -31,6 +31,7 @@ from verifiers.base import Verdict, Verifier, register
 from verifiers.math_extract import final_answers
 from verifiers.math_judge import ALTERNATIVE_SEPARATORS, judge_fast, judge_with_sympy, one_value
 from verifiers.math_normalise import Answer, normalise, split_top_level
+from verifiers.math_numbers import parse_rational
 from verifiers.math_worker import WorkerPool
 
 _POOL_LOCK = threading.Lock()
@@ -205,6 +206,10 @@ class MathVerifier(Verifier):
         if len(answers) > _MAX_DISTINCT_ANSWERS:
             detail = f"hedged between {len(answers)} different final answers"
             return Verdict(False, 0.0, f"not equal: {detail}", answers[-1][:200], {"detail": detail}), (), [], []
+        if len(answers) > 1 and _differing_numbers(answers):
+            # two final answers that are different plain numbers: a hedge, whatever the reference, with
+            # no comparison needed (so several slow answers beside them cost nothing)
+            return _combine(answers, [(False, "not compared")] * len(answers), reference), (), [], []
         decisions: list = [None] * len(answers)
         slow = []
         for k, extracted in enumerate(answers):
@@ -233,6 +238,21 @@ class MathVerifier(Verifier):
             if pool is None:
                 pool = MathVerifier._pools[os.getpid()] = WorkerPool(judge_with_sympy, self.max_workers)
         return pool
+
+
+def _differing_numbers(answers: tuple[str, ...]) -> bool:
+    """Two of the answers are plain numbers (no unit, percent or other flag) of different value."""
+    values = set()
+    for extracted in answers:
+        if len(extracted) > _CALLER_CHARS:
+            continue
+        answer = normalise(extracted)
+        if answer.problem or answer.unit or answer.percent or answer.degrees or answer.cents:
+            continue
+        value = parse_rational(answer.text)
+        if value is not None:
+            values.add(value)
+    return len(values) > 1
 
 
 def _alternatives_apart(answers: tuple[str, ...]) -> tuple[str, ...]:

@@ -102,6 +102,13 @@ _OFFERING = re.compile(
     r"|\b(?:might|could|may|would)\s+(?:also|equally)\s+be\b|\bpossible\s*(?:answer|value)?s?\s*:|\bor\s+(?:maybe|possibly|perhaps|else)\b"
     r"|\b(?:alternative|another|other|second)\s+(?:answer|value|possibility|option|solution|candidate)\b|\beither\b"
     r"|\\therefore|∴", re.IGNORECASE)
+# A value under a condition: another answer for another reading of the problem.
+_VALUE = r"(\$?-?\d[\d.,/]*\$?)"
+_CONDITION = r"(?:if|when|unless|assuming|counting|including|excluding|in case|otherwise|depending)"
+_CONDITIONAL_VALUE = re.compile(
+    rf"^\W*(?:or\s+)?{_VALUE}\s+{_CONDITION}\b"
+    rf"|\b{_CONDITION}\b[^.\n$]{{0,60}}?(?:it's|it is|it would be|it'd be|then it's|we get|you get|the answer is|:)\s*{_VALUE}",
+    re.IGNORECASE)
 _OFFERING_COMMAND = re.compile(r"\\therefore|\\text\{[^{}]*\}|∴")
 # After the final answer only an unambiguous withdrawal counts ("It is a common mistake to ..." does not).
 _WITHDRAWAL = re.compile(
@@ -395,6 +402,10 @@ def _answers_after(response: str, end: int) -> list[str]:
         if value:
             out.append(value)
     for piece in _SENTENCE_END.split(after):
+        conditional = _CONDITIONAL_VALUE.search(piece)
+        if conditional:  # "(6 if you count zero)", "If zero counts, it's 6.", "Counting zero: 6."
+            out.append(_strip_math_delimiters(next(g for g in conditional.groups() if g)))
+            continue
         if _OFFERING.search(piece) or piece.lstrip().startswith(("|", "`")) or "```" in piece:
             value = _value_in(piece)
             if value:

@@ -450,6 +450,14 @@ _MAX_BITS = 100_000  # about 30,000 digits: beyond this, numbers are compared by
 _MAX_NODES = 50_000
 
 
+def _magnitude(number, bound: float) -> float:
+    """|number| (a numeric tree already checked to be of bounded size), at most `bound`."""
+    try:
+        return min(bound, abs(complex(number.evalf(15))))
+    except (TypeError, ValueError, OverflowError, ArithmeticError):
+        return bound
+
+
 def check_size(expr) -> None:
     """Raise TooLarge if evaluating `expr` could build an enormous integer or take unbounded time.
 
@@ -476,15 +484,16 @@ def check_size(expr) -> None:
             if exp_bits > 64:
                 raise TooLarge("power with an enormous exponent")
             if exponent.is_number and e.args[0].is_number:
-                estimate = base_bits * 2.0 ** min(exp_bits, 64)
+                # the exponent's value, not its size: `2^{123457/100003}` is about 2^1.2
+                estimate = base_bits * max(1.0, _magnitude(exponent, 2.0 ** min(exp_bits, 64)))
                 if estimate > _MAX_BITS:
                     raise TooLarge("power too large to evaluate")
                 return estimate
             return base_bits
         if isinstance(e, (sympy.factorial, sympy.binomial, sympy.gamma)) or e.func.__name__ in ("factorial", "factorial2"):
-            if arg_bits[0] > 13:  # n > 8192
+            n = _magnitude(e.args[0], 2.0 ** arg_bits[0]) if e.args[0].is_number else 2.0 ** arg_bits[0]
+            if n > 8192:
                 raise TooLarge("factorial too large to evaluate")
-            n = 2.0 ** arg_bits[0]
             return n * math.log2(max(n, 2))
         if isinstance(e, sympy.Mul):
             return sum(arg_bits)

@@ -101,8 +101,8 @@ class MathVerifier(Verifier):
       against a single-valued reference, several choice letters) give a verdict that is not correct,
       with a reason containing "hedged", unless every one of them equals the reference. After the final
       answer, a value next to it (`\\boxed{5}, 6`, `\\boxed{5} (or 6)`), one a later sentence offers ("6 is
-      also possible", "might also be 6", `\\therefore 6`), or one in a code block or table row is another
-      final answer; so are unmarked endings listing values ("17 eggs, or 18 eggs", numbered lines).
+      also possible", "might also be 6", `\\therefore 6`), one under a condition ("6 if zero counts"), or
+      one in a code block or table row is another final answer; so are unmarked endings listing values ("17 eggs, or 18 eggs", numbered lines).
     - **Disowned answers do not count.** "The answer is not \\boxed{5}" commits to nothing;
       "\\boxed{24} is incorrect; the correct answer is 25" and "The answer isn't 5, it's 6" commit to
       25 and 6.

@@ -237,7 +237,7 @@ def _looks_like_answer(s: str) -> bool:
 
 def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Candidate]:
     out: list[_Candidate] = []
-    if "ns" not in text and "NS" not in text:
+    if not _may_hold(text, _PHRASE_WORDS):
         return out
     matches = list(_ANSWER_PHRASE.finditer(text))[-_MAX_PHRASES:]
     box_starts = [b[0] for b in boxes]
@@ -280,11 +280,20 @@ def _phrase_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Ca
 
 def _label_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Candidate]:
     """"Solution: 6", "Result: $6$", "Ans: 6" on a line of their own."""
-    if not re.search(r"(?i)solution|result|ans", text):
+    if not _may_hold(text, _LABEL_WORDS):
         return []
     inside = _inside_boxes(boxes)
     return [_Candidate(m.start(), m.end(), _strip_math_delimiters(m.group(1)))
             for m in list(_LABEL_LINE.finditer(text))[-_MAX_PHRASES:] if not inside(m.start())]
+
+
+_PHRASE_WORDS = ("nswer", "NSWER", "Ans", "ans:", "ans.", "ans-", "ans ", "ANS")
+_LABEL_WORDS = ("olution", "OLUTION", "esult", "ESULT", "Ans", "ans:", "ans.", "ANS")
+
+
+def _may_hold(text: str, fragments: tuple[str, ...]) -> bool:
+    """A cheap test (substring searches) before a pattern is run over the whole text."""
+    return any(f in text for f in fragments)
 
 
 def _inside_boxes(boxes: list[tuple[int, int, str]]):

@@ -86,3 +86,27 @@ def test_training_log_probs_equal_the_samplers(loaded):
         sampled[row, :len(s.logprobs)] = torch.tensor(s.logprobs)
     gap = ((logp - sampled).abs() * batch["response_mask"]).max().item()
     assert gap < 1e-3, gap
+
+
+def test_two_grpo_steps_and_an_eval_from_the_command_line(smollm2, tmp_path):
+    """`reasoner train` and `reasoner eval` on the real model, as a user would run them on their own."""
+    import json
+
+    from pipelines.cli import main
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({
+        "id": f"add/{a}", "prompt": f"What is {a} + {a + 7}? Put the final answer in \\boxed{{}}.",
+        "verifier": "math", "reference": str(2 * a + 7)}) + "\n" for a in (3, 11, 25, 40)))
+    train = tmp_path / "train"
+    assert main(["train", "--algo", "grpo", "--model", str(smollm2), "--data", str(tasks), "--output", str(train),
+                 "--steps", "2", "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "24",
+                 "--no-skip-equal-groups", "--dynamic-sampling-rounds", "0", "--seed", "0"]) == 0
+    steps = [json.loads(line) for line in (train / "metrics.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [0, 1]
+    assert all(0 < s["response_length_mean"] <= 24 and 0 <= s["reward_mean"] <= 1 for s in steps)
+    report = tmp_path / "eval.json"
+    assert main(["eval", "--model", str(train / "final"), "--data", str(tasks), "--n", "2", "--k", "1,2",
+                 "--max-new-tokens", "24", "--output", str(report)]) == 0
+    result = json.loads(report.read_text())
+    assert len(result["tasks"]) == 4 and 0.0 <= result["overall"]["pass@1"] <= 1.0

@@ -317,6 +317,7 @@ HACKS: list[tuple[str, str, str]] = [
     ("sample points", "\\boxed{t + 1 + \\frac{(t-2)(t+3)(3t-7)(5t+11)}{(t-13)(7t-1)(4t-57)(t+101)(3t+3001)}}", "t + 1"),
     ("sample points", "\\boxed{t + 10^{-30}\\sin(\\pi t)}", "t"),
     # a decimal reference is the exact rational it writes
+    ("sample points", "\\boxed{\\sqrt{9 + (\\sqrt{10^{30}+1}-10^{15})^{40}}}", "3"),
     ("decimal reference", "\\boxed{\\sqrt{2.9}}", "1.70"),
     ("decimal reference", "\\boxed{\\sqrt[3]{33.1}}", "3.21"),
     ("decimal reference", "\\boxed{\\frac{\\pi}{2}}", "1.571"),

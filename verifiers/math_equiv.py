@@ -202,7 +202,7 @@ def _has_extreme_number(d: sympy.Expr) -> bool:
         if isinstance(node, sympy.Rational):
             if max(abs(node.p).bit_length(), node.q.bit_length()) > _EXTREME_BITS:
                 return True
-        elif isinstance(node, (sympy.Pow, sympy.exp)) and node.is_number and abs(node.args[-1]) > 100:
+        elif isinstance(node, (sympy.Pow, sympy.exp)) and node.is_number and abs(node.args[-1]) > 1:
             bits = _magnitude_bits(node)
             if bits is None or abs(bits) > _EXTREME_BITS:
                 return True

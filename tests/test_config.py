@@ -43,7 +43,7 @@ def test_the_lists_of_choices_agree_with_the_registries():
     from reasoner.algorithms.common import AGGREGATIONS, KL_ESTIMATORS, TRUNCATION
     from reasoner.algorithms.dpo import PREFERENCE_LOSSES
     from reasoner.monitoring.alarms import CHECKS
-    from reasoner.modeling import PRESETS
+    from reasoner.modeling import GGUF_PRESETS, PRESETS
     from reasoner.training import ALGORITHMS
 
     choices = {f.name: f.metadata.get("choices") for f in cfg.dataclasses.fields(cfg.TrainConfig)}
@@ -53,7 +53,7 @@ def test_the_lists_of_choices_agree_with_the_registries():
     dpo_loss = next(f for f in cfg.dataclasses.fields(cfg.DPOConfig) if f.name == "dpo_loss")
     assert set(dpo_loss.metadata["choices"]) == set(PREFERENCE_LOSSES)
     preset = next(f for f in cfg.dataclasses.fields(cfg.InitModelConfig) if f.name == "preset")
-    assert set(preset.metadata["choices"]) == set(PRESETS)
+    assert set(preset.metadata["choices"]) == set(PRESETS) | set(GGUF_PRESETS)
 
 
 def test_the_defaults_are_valid():

@@ -14,7 +14,7 @@ import torch
 
 from reasoner.config import SamplingParams
 from reasoner.generation.hf import HFGenerator
-from reasoner.modeling import GGUF_PRESETS, init_model, load_model, load_tokenizer, render_prompt
+from reasoner.modeling import GGUF_PRESETS, gguf_preset_file, init_model, load_model, load_tokenizer, render_prompt
 from reasoner.training.rollout import pad_batch, response_logprobs
 
 pytestmark = pytest.mark.slow
@@ -37,13 +37,24 @@ def smollm2(tmp_path_factory):
         if os.environ.get("CI"):
             pytest.fail(f"CI installs the real model's packages ({spec['install']}), but they are missing")
         pytest.skip(f"the real model is not installed here: {spec['install']}")
-    return init_model(tmp_path_factory.mktemp("smollm2") / "model", preset="smollm2-135m-instruct")
+    from pipelines.cli import main
+
+    output = tmp_path_factory.mktemp("smollm2") / "model"  # as a user would: the command, any GGUF file
+    assert main(["init-model", "--from-gguf", str(gguf_preset_file("smollm2-135m-instruct")), "--output", str(output)]) == 0
+    return output
 
 
 @pytest.fixture(scope="session")
 def loaded(smollm2):
     torch.manual_seed(0)
     return load_model(smollm2), load_tokenizer(smollm2)
+
+
+def test_a_missing_gguf_package_or_file_is_a_clear_error(tmp_path):
+    from reasoner.modeling import ModelDirError
+
+    with pytest.raises(ModelDirError, match="no such GGUF file"):
+        init_model(tmp_path / "out", from_gguf=tmp_path / "absent.gguf")
 
 
 def test_the_converted_directory_is_an_ordinary_model_directory(smollm2, loaded):

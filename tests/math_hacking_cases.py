@@ -280,6 +280,10 @@ HACKS: list[tuple[str, str, str]] = [
      + "That said, 13 could also be the answer.", "12"),
     ("after the box", "\\boxed{12}, with 13 a close second.", "12"),
     ("after the box", "\\boxed{12}\n\nIf the empty set counts, it's 13.", "12"),
+    ("after the box", "\\boxed{12}\n\n__Other option: 13__", "12"),
+    ("after the box", "\\boxed{12}\n\n> 13", "12"),
+    ("after the box", "\\boxed{12}\n\nPS: 13", "12"),
+    ("after the box", "$\\boxed{12} \\qquad \\text{(alt. 13)}$", "12"),
     ("after the box", "\\boxed{12} (13 when the endpoints are included)", "12"),
     ("after the box", "\\boxed{12}. Including the endpoints: 13.", "12"),
     # a second answer before the box, with no marker the first round knew
@@ -297,6 +301,8 @@ HACKS: list[tuple[str, str, str]] = [
     ("before the box", "\\colorbox{green}{$13$} and \\boxed{12}", "12"),
     ("before the box", "\\fcolorbox{black}{green}{13} \\boxed{12}", "12"),
     ("before the box", "answer => 13\n\\boxed{12}", "12"),
+    ("before the box", "FINAL: 13\n\\boxed{12}", "12"),
+    ("before the box", "Final result = 13\n\n\\boxed{12}", "12"),
     # unmarked endings that list alternatives
     ("unmarked list", "So the farmer has 40, 42 or 44 sheep.", "44"),
     ("unmarked list", "That leaves 40 sheep, or 44 sheep.", "44"),

@@ -60,7 +60,7 @@ _ANSWER_PHRASE = re.compile(r"final answer[*_]*[ \t]*(?:is|:|=|\||\n|(?=\$?-?\d)
 # between leads into it ("is \boxed", "is $x = \boxed", "is $3! \times 5! = \boxed"); otherwise ("answer equals
 # 13, hence \boxed{12}") the phrase stated an answer of its own.
 _LEADS_INTO_BOX = re.compile(r"(?:=|\\in|:|\$|\\\(|\\\[|\*)\s*$")
-_LABEL_LINE = re.compile(r"^[ \t*_#|]*(?:(?:solution|result|ans)[*_]*[ \t]*[:=—–|-]|ans\.)[*_]*[ \t]*(\$[^$\n]{1,40}\$|\\\([^\n]{1,40}?\\\)"
+_LABEL_LINE = re.compile(r"^[ \t*_#|]*(?:(?:final(?:\s+result)?|solution|result|alternative|ans)[*_]*[ \t]*[:=—–|-]|ans\.)[*_]*[ \t]*(\$[^$\n]{1,40}\$|\\\([^\n]{1,40}?\\\)"
                          r"|[-+]?\$?\d[\d,./]*)[ \t*.|]*$", re.IGNORECASE | re.MULTILINE)
 # "check our answer:", "so my answer is correct": talk about an answer, not one (the word before "answer")
 # ("my answer is 6", "our final answer: 6" commit to 6, as any other answer phrase does)
@@ -87,7 +87,8 @@ _NEGATED_PHRASE = re.compile(r"\s*(?:definitely\s+|certainly\s+|clearly\s+|surel
 # After the final answer: an alternative offered ("or maybe 6") is another final answer.
 # A plain "or" only right after the final answer ("\\boxed{C} or D", "\\boxed{7} (or 8)"): later in the text it
 # is prose ("divided by 2, 3, 4, or 6").
-_OR_RIGHT_AFTER = re.compile(r"[\s$.,;)]*\(?\s*(?:or|possibly|perhaps|maybe)\s+", re.IGNORECASE)
+_OR_RIGHT_AFTER = re.compile(r"(?:[\s$.,;)~]|\\[,;:! ]|\\q?quad|\\(?:text|mathrm|textit)\s*\{)*\(?\s*"
+                             r"(?:or|possibly|perhaps|maybe|alt\.|alternatively)[\s:,]+", re.IGNORECASE)
 _ALTERNATIVE = re.compile(r"\b(?:or (?:maybe|possibly|perhaps|else)|(?:might|could|may)(?: also)? be|alternatively)\b[\s:,]*",
                           re.IGNORECASE)
 _NEXT_TO = re.compile(r"[\s$)]*(?:,|;|—|–|--?|/|\|)\s*(?:or\s+)?(?=\$?\\?\(?\s*-?\d|\\frac|\\sqrt|\([A-E]\))")
@@ -109,6 +110,9 @@ _CONDITIONAL_VALUE = re.compile(
     rf"^\W*(?:or\s+)?{_VALUE}\s+{_CONDITION}\b"
     rf"|\b{_CONDITION}\b[^.\n$]{{0,60}}?(?:it's|it is|it would be|it'd be|then it's|we get|you get|the answer is|:)\s*{_VALUE}",
     re.IGNORECASE)
+# A line holding one number and at most two words around it ("> 6", "P.S. 6", "**Alternative: 6**", "(alt. 6)").
+_VALUE_LINE = re.compile(r"[\W_]*(?:[A-Za-z][A-Za-z.']*[\s:.,=>-]*){0,2}[\s:=*_(\[>-]*\$?(?:\\\(|\\\[)?\s*(-?\d[\d,]*(?:\.\d+)?)"
+                         r"\s*(?:\\\)|\\\])?\$?[\s.!*_)\]]*")
 _OFFERING_COMMAND = re.compile(r"\\therefore|\\text\{[^{}]*\}|∴")
 # After the final answer only an unambiguous withdrawal counts ("It is a common mistake to ..." does not).
 _WITHDRAWAL = re.compile(
@@ -288,7 +292,8 @@ def _label_candidates(text: str, boxes: list[tuple[int, int, str]]) -> list[_Can
 
 
 _PHRASE_WORDS = ("nswer", "NSWER", "Ans", "ans:", "ans.", "ans-", "ans ", "ANS")
-_LABEL_WORDS = ("olution", "OLUTION", "esult", "ESULT", "Ans", "ans:", "ans.", "ANS")
+_LABEL_WORDS = ("olution", "OLUTION", "esult", "ESULT", "Ans", "ans:", "ans.", "ANS", "inal", "INAL", "lternative",
+                "LTERNATIVE")
 
 
 def _may_hold(text: str, fragments: tuple[str, ...]) -> bool:
@@ -405,11 +410,16 @@ def _answers_after(response: str, end: int) -> list[str]:
     if near:
         other = _answer_in_line(after[near.end() :])
         if other and len(other) <= 30 and _STARTS_AS_ANSWER.match(other):
-            out.append(_strip_math_delimiters(other))
+            other = _strip_math_delimiters(other)
+            out.append(other.rstrip(" )}]") if re.match(r"-?\d[\d.,]*[ )}\]]*$", other) else other)  # "(or 6)"
     for block in _CODE_BLOCK.finditer(after):
         value = _value_in(block.group(1))
         if value:
             out.append(value)
+    for line in after.split("\n")[1:]:  # a line after the final answer's that is just a value: "> 6", "P.S. 6"
+        bare = _VALUE_LINE.fullmatch(line.strip())
+        if bare:
+            out.append(bare.group(1))
     for piece in _SENTENCE_END.split(after):
         conditional = _CONDITIONAL_VALUE.search(piece)
         if conditional:  # "(6 if you count zero)", "If zero counts, it's 6.", "Counting zero: 6."

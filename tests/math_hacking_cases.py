@@ -309,6 +309,8 @@ HACKS: list[tuple[str, str, str]] = [
     ("unmarked list", "He keeps 40 sheep. Or maybe 44 sheep.", "44"),
     ("unmarked list", "Possible totals:\n1) 40\n2) 44", "44"),
     ("unmarked list", "Candidates:\n* 40\n* 44", "44"),
+    ("unmarked list", "It comes to 40 sheep (or possibly 44).", "44"),
+    ("unmarked list", "One count gives 40; the other gives 44.", "44"),
     ("unmarked list", "| option | sheep |\n|---|---|\n| a | 40 |\n| b | 44 |", "44"),
     ("unmarked list", "The answer is (B). But (E) would also be acceptable.", "B"),
     # expressions equal to the reference only at points a policy could predict

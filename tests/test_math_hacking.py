@@ -124,7 +124,7 @@ def test_several_slow_answers_share_one_deadline():
     start = time.monotonic()
     verdict = verifier.verify(response, "18")
     assert not verdict.correct
-    assert time.monotonic() - start < 2.5
+    assert time.monotonic() - start < 4.0  # one 1 s deadline plus forks on a loaded machine; 8 s with one each
 
 
 def test_different_numbers_are_a_hedge_before_any_comparison(verifier):

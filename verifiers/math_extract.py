@@ -113,6 +113,9 @@ _CONDITIONAL_VALUE = re.compile(
 # A line holding one number and at most two words around it ("> 6", "P.S. 6", "**Alternative: 6**", "(alt. 6)").
 _VALUE_LINE = re.compile(r"[\W_]*(?:[A-Za-z][A-Za-z.']*[\s:.,=>-]*){0,2}[\s:=*_(\[>-]*\$?(?:\\\(|\\\[)?\s*(-?\d[\d,]*(?:\.\d+)?)"
                          r"\s*(?:\\\)|\\\])?\$?[\s.!*_)\]]*")
+# In an unmarked last sentence with several numbers: words that offer them as alternatives.
+_UNMARKED_CUE = re.compile(r"\b(?:or|possibly|maybe|perhaps|either|otherwise|alternatively|also|other|else)\b",
+                           re.IGNORECASE)
 _OFFERING_COMMAND = re.compile(r"\\therefore|\\text\{[^{}]*\}|∴")
 # After the final answer only an unambiguous withdrawal counts ("It is a common mistake to ..." does not).
 _WITHDRAWAL = re.compile(
@@ -471,6 +474,10 @@ def _unmarked_answers(text: str) -> tuple[str, ...]:
         first_digit = re.search(r"\$?(?:[A-Za-z]\s*=\s*)?-?\d", last_line)
         if first_digit and _NUMBER_LIST.fullmatch(last_line, first_digit.start()):
             return (_MATH_SPANS.sub(lambda m: _span_text(m), last_line[first_digit.start() :]).rstrip(" .?!"),)
+        sentence = re.split(r"(?<=[.!?])\s+", lines[-1].strip())[-1][-500:]
+        numbers = list(dict.fromkeys(m.group(0) for m in _NUMBER.finditer(sentence)))
+        if len(numbers) > 1 and _UNMARKED_CUE.search(sentence):  # "It is 17 (or possibly 18)."
+            return tuple(numbers[:_MAX_CANDIDATES])
     answer = _last_math_or_number(text)
     return (answer,) if answer else ()
 

@@ -92,6 +92,8 @@ def read_unit(text: str | None) -> Unit | None:
             name, dimension, size, pi_power = f"{name}/{name2}", f"{dimension}/{dimension2}", size / size2, pi_power - pi2
         if power > 1:
             name, dimension, size, pi_power = f"{name}^{power}", f"{dimension}^{power}", size**power, pi_power * power
+        if dimension == "length^3":  # 1 cm^3 is 1 mL: a cubed length is a volume (base unit the litre)
+            dimension, size = "volume", size * 1000
         return Unit(name, dimension, size, pi_power)
     words = " ".join(w.rstrip("s") if len(w) > 3 else w for w in t.lower().split())  # "eggs" is "egg"
     return Unit(words + (f"^{power}" if power > 1 else ""))

@@ -92,8 +92,8 @@ class MathVerifier(Verifier):
     - **One committed answer.** The answer is what the response marks as final: `\\boxed{}` (or
       `\\fbox{}`, `\\framebox{}`, `\\colorbox{c}{}`, `\\fcolorbox{c}{c}{}`), "final answer is" / "the answer
       is" / "my (our) answer is" / "answer:" / `**Answer**:` / "Answer —" / "answer equals" / "the answer's",
-      a table cell `| Final answer | 6 |`, a line "Ans: 6", "Solution: 6", "Result: 6", or GSM8K's `####`
-      line; only a response with none of these is judged on the expression or number it ends with.
+      a table cell `| Final answer | 6 |`, a line "Ans: 6", "Solution: 6", "Result: 6", "Final: 6", or
+      GSM8K's `####` line; only a response with none of these is judged on the expression or number it ends with.
       A box holding a box with anything around it (`\\boxed{6 \\boxed{5}}`) is refused as not one
       committed answer (`\\boxed{\\boxed{5}}` is 5); `\\phantom{}` content is invisible and removed.
     - **Hedging earns nothing.** Several final answers that differ (`\\boxed{2} or \\boxed{3}`, two
@@ -102,7 +102,8 @@ class MathVerifier(Verifier):
       with a reason containing "hedged", unless every one of them equals the reference. After the final
       answer, a value next to it (`\\boxed{5}, 6`, `\\boxed{5} (or 6)`), one a later sentence offers ("6 is
       also possible", "might also be 6", `\\therefore 6`), one under a condition ("6 if zero counts"), or
-      one in a code block or table row is another final answer; so are unmarked endings listing values ("17 eggs, or 18 eggs", numbered lines).
+      one on a line of its own ("> 6") or in a code block or table row is another final answer; so are
+      unmarked endings listing values ("17 eggs, or 18 eggs", "17 (or possibly 18)", numbered lines).
     - **Disowned answers do not count.** "The answer is not \\boxed{5}" commits to nothing;
       "\\boxed{24} is incorrect; the correct answer is 25" and "The answer isn't 5, it's 6" commit to
       25 and 6.

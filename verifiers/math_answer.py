@@ -93,7 +93,8 @@ class MathVerifier(Verifier):
       `\\fbox{}`, `\\framebox{}`, `\\colorbox{c}{}`, `\\fcolorbox{c}{c}{}`), "final answer is" / "the answer
       is" / "my (our) answer is" / "answer:" / `**Answer**:` / "Answer —" / "answer equals" / "the answer's",
       a table cell `| Final answer | 6 |`, a line "Ans: 6", "Solution: 6", "Result: 6", "Final: 6", or
-      GSM8K's `####` line; only a response with none of these is judged on the expression or number it ends with.
+      GSM8K's `####` line; only a response with none of these is judged on the expression or number it
+      ends with.
       A box holding a box with anything around it (`\\boxed{6 \\boxed{5}}`) is refused as not one
       committed answer (`\\boxed{\\boxed{5}}` is 5); `\\phantom{}` content is invisible and removed.
     - **Hedging earns nothing.** Several final answers that differ (`\\boxed{2} or \\boxed{3}`, two

@@ -111,6 +111,7 @@ _CONDITIONAL_VALUE = re.compile(
     rf"|\b{_CONDITION}\b[^.\n$]{{0,60}}?(?:it's|it is|it would be|it'd be|then it's|we get|you get|the answer is|:)\s*{_VALUE}",
     re.IGNORECASE)
 # A line holding one number and at most two words around it ("> 6", "P.S. 6", "**Alternative: 6**", "(alt. 6)").
+_VALUE_LINE_CHARS = 80  # longer lines are not "just a value"; the bound also keeps the pattern's cost small
 _VALUE_LINE = re.compile(r"[\W_]*(?:[A-Za-z][A-Za-z.']*[\s:.,=>-]*){0,2}[\s:=*_(\[>-]*\$?(?:\\\(|\\\[)?\s*(-?\d[\d,]*(?:\.\d+)?)"
                          r"\s*(?:\\\)|\\\])?\$?[\s.!*_)\]]*")
 # In an unmarked last sentence with several numbers: words that offer them as alternatives.
@@ -420,7 +421,8 @@ def _answers_after(response: str, end: int) -> list[str]:
         if value:
             out.append(value)
     for line in after.split("\n")[1:]:  # a line after the final answer's that is just a value: "> 6", "P.S. 6"
-        bare = _VALUE_LINE.fullmatch(line.strip())
+        line = line.strip()
+        bare = _VALUE_LINE.fullmatch(line) if len(line) <= _VALUE_LINE_CHARS else None
         if bare:
             out.append(bare.group(1))
     for piece in _SENTENCE_END.split(after):

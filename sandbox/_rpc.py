@@ -28,6 +28,7 @@ import builtins
 import collections
 import decimal
 import fractions
+import functools
 import json
 import os
 import signal
@@ -500,12 +501,18 @@ def test_sources(cfg: dict) -> list[str]:
     return [str(t) for t in cfg["tests"]]
 
 
+@functools.lru_cache(maxsize=512)
+def _compiled(source: str, filename: str):
+    """Trusted code (tests, prompts) compiled once per worker: an RL batch runs the same tests n times."""
+    return compile(source, filename, "exec")
+
+
 def _compile_tests(sources: list[str]) -> list:
-    """Each test compiled once (a SyntaxError instead of code for a broken test)."""
+    """Each test compiled (a SyntaxError instead of code for a broken test)."""
     codes = []
     for i, source in enumerate(sources):
         try:
-            codes.append(compile(source, f"test_{i + 1}.py", "exec"))
+            codes.append(_compiled(source, f"test_{i + 1}.py"))
         except (SyntaxError, ValueError) as exc:
             codes.append(exc)
     return codes
@@ -585,7 +592,8 @@ class TestNamespace(dict):
         return value
 
 
-def program_names(tests: list[str]) -> set[str]:
+@functools.lru_cache(maxsize=512)
+def program_names(tests: tuple[str, ...]) -> frozenset[str]:
     """Built-in names that every test calls and that must mean the program's function: only when no
     other plain name is called in every test (`assert sum(10, 15) == 6`, not `assert abs(f(x)) < 1`)."""
     import ast
@@ -595,12 +603,12 @@ def program_names(tests: list[str]) -> set[str]:
         try:
             tree = ast.parse(test)
         except SyntaxError:
-            return set()
+            return frozenset()
         called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
         common = called if common is None else common & called
     common = common or set()
     local = set(builtins.__dict__) | set(sys.stdlib_module_names)
-    return common if common and not (common - local) else set()
+    return frozenset(common) if common and not (common - local) else frozenset()
 
 
 def run_tests(cfg: dict, start) -> dict:
@@ -650,7 +658,7 @@ def run_tests(cfg: dict, start) -> dict:
 
 def _run_each(cfg: dict, chan: TestChannel, codes: list, outcomes: list[dict], run: dict) -> None:
     """The tests one by one, each outcome recorded as it ends; how the whole run ended goes into `run`."""
-    from_program = {cfg["entry_point"]} if "check" in cfg else program_names(test_sources(cfg))
+    from_program = {cfg["entry_point"]} if "check" in cfg else program_names(tuple(test_sources(cfg)))
     hello = None
     try:
         hello = chan.recv()
@@ -693,7 +701,7 @@ def _trusted_helpers(ns: TestNamespace, prefix: str, entry_point: str) -> None:
     """Run the task's prompt here so that helpers the tests call (HumanEval's `poly`, `encode_cyclic`)
     are the task's, not versions the program redefined; the entry point itself stays the program's."""
     try:
-        exec(compile(prefix, "prompt.py", "exec"), ns)
+        exec(_compiled(prefix, "prompt.py"), ns)
     except Exception:  # noqa: BLE001  (a prompt that is not runnable on its own: helpers come from the program)
         pass
     ns.pop(entry_point, None)

@@ -19,6 +19,7 @@ program cannot pass by exiting early, printing a fake result or returning object
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -48,6 +49,7 @@ def _defines(program: str, name: str) -> bool:
     return re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", program, re.M) is not None
 
 
+@functools.lru_cache(maxsize=1024)
 def _compiles(source: str) -> bool:
     try:
         compile(source, "prompt.py", "exec")

@@ -176,7 +176,6 @@ AF_UNIX, EAFNOSUPPORT = 1, 97
 # fcntl F_GETLK, F_SETLK, F_SETLKW, their OFD forms, and F_SETLEASE, F_GETLEASE, F_NOTIFY: a program's
 # kernel uid owns the shared read-only system files, so it could lease them (and block a host writer).
 FILE_LOCKS = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
-PR_SET_DUMPABLE_ = 4
 # Per machine: arch, {syscall: errno when refused}, clone, syscalls whose first argument must be our pid,
 # and {syscall: (argument index, values, allowed?, errno)} for calls judged by one argument.
 _SECCOMP_TABLES = {
@@ -189,7 +188,7 @@ _SECCOMP_TABLES = {
          27, 221, 187, 451, 206), 1)},  # mincore, fadvise64, readahead, cachestat, io_setup
         56, (62, 234, 129, 297),  # kill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo
         {41: (0, (AF_UNIX,), True, EAFNOSUPPORT), 53: (0, (AF_UNIX,), True, EAFNOSUPPORT),
-         72: (1, FILE_LOCKS, False, 1), 157: (0, (PR_SET_DUMPABLE_,), False, 1)}),  # socket(pair), fcntl, prctl
+         72: (1, FILE_LOCKS, False, 1), 157: (0, (PR_SET_DUMPABLE,), False, 1)}),  # socket(pair), fcntl, prctl
     "aarch64": (0xC00000B7, {**_REFUSED_BOTH, **dict.fromkeys(
         (18, 39, 40, 41, 51, 58, 60, 89, 92, 97, 104, 105, 106, 112, 116, 117, 130, 142, 170, 171, 217, 218,
          219, 224, 225, 235, 237, 238, 239, 241, 262, 264, 265, 266, 268, 270, 271, 272, 273, 280, 282, 294,
@@ -198,7 +197,7 @@ _SECCOMP_TABLES = {
          232, 223, 213, 451, 0), 1)},  # mincore, fadvise64, readahead, cachestat, io_setup
         220, (129, 131, 138, 240),
         {198: (0, (AF_UNIX,), True, EAFNOSUPPORT), 199: (0, (AF_UNIX,), True, EAFNOSUPPORT),
-         25: (1, FILE_LOCKS, False, 1), 167: (0, (PR_SET_DUMPABLE_,), False, 1)}),
+         25: (1, FILE_LOCKS, False, 1), 167: (0, (PR_SET_DUMPABLE,), False, 1)}),
 }
 CLONE_THREAD = 0x00010000
 

@@ -1,9 +1,12 @@
 """The Hugging Face generation backend: shapes, stop reasons, seeds, and log-probs that match a forward pass."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from reasoner.config import SamplingParams
+from reasoner.generation import stop_token_ids
 from reasoner.generation.hf import HFGenerator, sample_tokens
 from reasoner.modeling import load_model, load_tokenizer
 from reasoner.training.rollout import encode_prompts, pad_batch, response_logprobs
@@ -36,6 +39,43 @@ def test_same_seed_same_samples_other_seed_other_samples(micro_model):
     ids = lambda groups: [s.token_ids for g in groups for s in g]
     assert ids(a) == ids(b) and ids(a) != ids(c)
 
+
+
+@pytest.mark.parametrize("configured, expected", [
+    (None, {2}), (2, {2}), (7, {2, 7}), ([2, 0], {0, 2}), ([], {2}),
+])
+def test_stop_ids_are_the_tokenizers_eos_and_the_generation_configs(configured, expected):
+    model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=configured))
+    assert stop_token_ids(model, SimpleNamespace(eos_token_id=2)) == expected
+
+
+def test_a_model_with_no_end_of_sequence_token_is_refused():
+    with pytest.raises(ValueError, match="no end-of-sequence token"):
+        stop_token_ids(SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=None)),
+                       SimpleNamespace(eos_token_id=None))
+
+
+@pytest.mark.parametrize("as_list", [True, False])  # generation_config.eos_token_id: a list or one id
+def test_generation_stops_on_every_end_of_sequence_id_of_the_generation_config(micro_model, as_list):
+    """Real chat models end a turn with one token and a text with another (SmolLM2: <|im_end|> and
+    <|endoftext|>): a sample ends at the first of any, is "stop", keeps that id last, and its text omits it."""
+    gen = _generator(micro_model)
+    params = SamplingParams(max_new_tokens=12, temperature=0.0)  # greedy: rows that end change no other row
+    before = [s for (s,) in gen.generate(PROMPTS, 1, params)]
+    eos = gen.tokenizer.eos_token_id
+    second = before[0].token_ids[2]  # a token the first sample draws third: now it ends that sample there
+    assert second != eos and len(before[0].token_ids) > 3
+    gen.model.generation_config.eos_token_id = [eos, second] if as_list else second
+    after = [s for (s,) in gen.generate(PROMPTS, 1, params)]
+    assert after[0].token_ids[-1] == second and after[0].finish_reason == "stop"
+    for old, new in zip(before, after):  # each sample is the old one up to its first end
+        ends = [i for i, t in enumerate(old.token_ids) if t in (eos, second)]
+        if ends:
+            assert new.token_ids == old.token_ids[:ends[0] + 1] and new.finish_reason == "stop"
+            assert new.logprobs == old.logprobs[:ends[0] + 1]
+            assert new.text == gen.tokenizer.decode(new.token_ids[:-1], skip_special_tokens=True)
+        else:
+            assert new.token_ids == old.token_ids and new.finish_reason == old.finish_reason
 
 @pytest.mark.parametrize("drop_fraction", [0.0, 1.0])  # ended rows dropped at once / never dropped
 def test_logprobs_match_a_full_forward_pass_on_the_training_layout(micro_model, drop_fraction):

@@ -18,9 +18,10 @@ def test_vllm_backend_is_not_imported_by_the_package():
 
 
 def test_sampling_parameters_map_one_to_one():
-    kwargs = vllm_sampling_kwargs(SamplingParams(max_new_tokens=64, temperature=0.7, top_p=0.9, seed=11), n=8)
+    kwargs = vllm_sampling_kwargs(SamplingParams(max_new_tokens=64, temperature=0.7, top_p=0.9, seed=11), n=8,
+                                  eos_ids={9, 2})
     assert kwargs == {"n": 8, "temperature": 0.7, "top_p": 0.9, "max_tokens": 64, "seed": 11, "logprobs": 0,
-                      "skip_special_tokens": True}
+                      "skip_special_tokens": True, "stop_token_ids": [2, 9]}
 
 
 @pytest.mark.parametrize("name, tied, expected", [
@@ -41,17 +42,25 @@ def test_weights_for_vllm_drops_tied_head_and_detaches():
     assert list(out) == ["model.norm.weight"] and not out["model.norm.weight"].requires_grad
 
 
-def _completion(ids, finish, logps):
-    return SimpleNamespace(token_ids=ids, text="x", finish_reason=finish,
+def _completion(ids, finish, logps, stop_reason=None):
+    return SimpleNamespace(token_ids=ids, text="x", finish_reason=finish, stop_reason=stop_reason,
                            logprobs=[{t: SimpleNamespace(logprob=lp)} for t, lp in zip(ids, logps)])
 
 
 def test_completion_to_sample_adds_the_eos_vllm_drops():
-    sample = sample_from_completion(_completion([5, 6], "stop", [-0.1, -0.2]), eos_token_id=0)
+    sample = sample_from_completion(_completion([5, 6], "stop", [-0.1, -0.2]), eos_ids={0}, eos_token_id=0)
     assert sample.token_ids == [5, 6, 0] and sample.finish_reason == "stop"
     assert sample.logprobs[:2] == [-0.1, -0.2] and len(sample.logprobs) == 3
 
 
+@pytest.mark.parametrize("ids, expected", [([5, 9], [5, 9]), ([5], [5, 9])])  # kept / dropped by vLLM
+def test_a_sample_stopped_by_a_second_eos_id_ends_with_that_id(ids, expected):
+    completion = _completion(ids, "stop", [-0.1] * len(ids), stop_reason=9)
+    sample = sample_from_completion(completion, eos_ids={0, 9}, eos_token_id=0)
+    assert sample.token_ids == expected and sample.finish_reason == "stop" and len(sample.logprobs) == 2
+
+
 def test_completion_stopped_by_length():
-    sample = sample_from_completion(_completion([5, 6, 7], "length", [-1.0, -1.0, -1.0]), eos_token_id=0)
+    sample = sample_from_completion(_completion([5, 6, 7], "length", [-1.0, -1.0, -1.0]), eos_ids={0},
+                                    eos_token_id=0)
     assert sample.token_ids == [5, 6, 7] and sample.truncated

@@ -17,8 +17,8 @@ from reasoner.config import SamplingParams
 
 @dataclass
 class Sample:
-    token_ids: list[int]  # the response, ending with the end-of-sequence token when it stopped by itself
-    text: str  # the response decoded, without the end-of-sequence token
+    token_ids: list[int]  # the response, ending with the stop token (`stop_token_ids`) when it stopped by itself
+    text: str  # the response decoded, without the stop token
     logprobs: list[float]  # log-prob of each response token under the sampling distribution
     finish_reason: str  # "stop" (end of sequence) or "length" (hit max_new_tokens)
 
@@ -31,6 +31,19 @@ class Generator(Protocol):
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]: ...
 
     def load_weights(self, model: torch.nn.Module) -> None: ...
+
+
+def stop_token_ids(model: torch.nn.Module, tokenizer) -> frozenset[int]:
+    """The ids that end a response: the tokenizer's end-of-sequence token and each id of the model's
+    `generation_config.eos_token_id` (one id or a list). Chat models often have several (an end of turn
+    and an end of text); both backends stop on any of them (README: A real model on the CPU)."""
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = {tokenizer.eos_token_id, *([configured] if isinstance(configured, int) else configured or [])}
+    ids.discard(None)
+    if not ids:
+        raise ValueError("the model has no end-of-sequence token (neither the tokenizer's eos_token nor "
+                         "generation_config.eos_token_id is set), so no response could stop; set one")
+    return frozenset(ids)
 
 
 def make_generator(backend: str, model: torch.nn.Module, tokenizer, **kwargs) -> Generator:

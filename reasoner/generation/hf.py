@@ -14,7 +14,7 @@ import torch
 from transformers import DynamicCache
 
 from reasoner.config import SamplingParams
-from reasoner.generation import Sample
+from reasoner.generation import Sample, stop_token_ids
 from reasoner.modeling import render_prompt
 
 
@@ -71,7 +71,8 @@ class HFGenerator:
     @torch.inference_mode()
     def _generate_chunk(self, texts: list[str], n: int, params: SamplingParams, rng: torch.Generator):
         device = next(self.model.parameters()).device
-        eos = self.tokenizer.eos_token_id
+        eos_ids = stop_token_ids(self.model, self.tokenizer)  # every id that ends a response
+        eos_tensor = torch.tensor(sorted(eos_ids), device=device)
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
         attention = enc.attention_mask  # [P, L]
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
@@ -94,8 +95,8 @@ class HFGenerator:
                 if on:
                     tokens[row].append(tok)
                     logps[row].append(lp)
-                    stopped[row] = tok == eos
-            live = live & (new != eos)
+                    stopped[row] = tok in eos_ids
+            live = live & ~torch.isin(new, eos_tensor)
             if not live.any() or step == params.max_new_tokens - 1:
                 break
             if (~live).sum() > self.drop_fraction * len(live):  # drop ended rows: the loop costs what still runs

@@ -12,12 +12,12 @@ other than 1 the trainer recomputes old log-probs itself (it does whenever `epoc
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 import torch
 
 from reasoner.config import SamplingParams
-from reasoner.generation import Sample
+from reasoner.generation import Sample, stop_token_ids
 from reasoner.modeling import render_prompt
 
 log = logging.getLogger(__name__)
@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 WRAPPER_PREFIXES = ("module.", "base_model.model.", "_orig_mod.")
 
 
-def vllm_sampling_kwargs(params: SamplingParams, n: int) -> dict:
-    """Our sampling parameters as the keyword arguments of `vllm.SamplingParams`."""
+def vllm_sampling_kwargs(params: SamplingParams, n: int, eos_ids: Collection[int]) -> dict:
+    """Our sampling parameters as the keyword arguments of `vllm.SamplingParams`; `eos_ids` (from
+    `stop_token_ids`) end a sample as the Hugging Face backend's do."""
     return {
         "n": n,
         "temperature": max(0.0, params.temperature),
@@ -36,6 +37,7 @@ def vllm_sampling_kwargs(params: SamplingParams, n: int) -> dict:
         "seed": params.seed,
         "logprobs": 0,  # the sampled token's log-prob only
         "skip_special_tokens": True,
+        "stop_token_ids": sorted(eos_ids),
     }
 
 
@@ -59,16 +61,18 @@ def weights_for_vllm(state: Iterable[tuple[str, torch.Tensor]], tied_embeddings:
             yield mapped, tensor.detach()
 
 
-def sample_from_completion(completion, eos_token_id: int | None) -> Sample:
-    """One vLLM `CompletionOutput` as our `Sample`."""
+def sample_from_completion(completion, eos_ids: Collection[int], eos_token_id: int) -> Sample:
+    """One vLLM `CompletionOutput` as our `Sample`. vLLM sets `stop_reason` to the id of a stop token it
+    stopped on (None for the tokenizer's end of sequence, `eos_token_id`)."""
     ids = list(completion.token_ids)
     logprobs = []
     for token, entry in zip(ids, completion.logprobs or []):
         value = entry[token]
         logprobs.append(float(getattr(value, "logprob", value)))
     stopped = completion.finish_reason == "stop"
-    if stopped and eos_token_id is not None and (not ids or ids[-1] != eos_token_id):
-        ids.append(eos_token_id)  # vLLM drops the end-of-sequence token from its output; training needs it
+    if stopped and (not ids or ids[-1] not in eos_ids):
+        # where vLLM drops the end-of-sequence token from its output: training needs it
+        ids.append(completion.stop_reason if completion.stop_reason in eos_ids else eos_token_id)
         logprobs.append(0.0)
     return Sample(ids, completion.text, logprobs, "stop" if stopped else "length")
 
@@ -93,6 +97,7 @@ class VLLMGenerator:
         import vllm  # the optional extra; only here
 
         self.tokenizer = tokenizer
+        self.eos_ids = stop_token_ids(model, tokenizer)
         self.tied = bool(getattr(model.config, "tie_word_embeddings", False))
         self.llm = vllm.LLM(model=model.name_or_path, dtype=str(next(model.parameters()).dtype).split(".")[-1],
                             gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True)
@@ -110,8 +115,8 @@ class VLLMGenerator:
             self.llm.reset_prefix_cache()  # cached prompt states belong to the old weights
 
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
-        sampling = self._vllm.SamplingParams(**vllm_sampling_kwargs(params, n))
+        sampling = self._vllm.SamplingParams(**vllm_sampling_kwargs(params, n, self.eos_ids))
         texts = [render_prompt(self.tokenizer, p) for p in prompts]
         outputs = self.llm.generate(texts, sampling, use_tqdm=False)
         eos = self.tokenizer.eos_token_id
-        return [[sample_from_completion(c, eos) for c in out.outputs] for out in outputs]
+        return [[sample_from_completion(c, self.eos_ids, eos) for c in out.outputs] for out in outputs]

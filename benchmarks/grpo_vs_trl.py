@@ -13,7 +13,7 @@ clip 1.0, temperature 1.0 and the same math verifier as reward.
 The two alternate in one process: TRL's `trainer.train()` drives, and a callback at the end of each of its
 optimiser steps runs one of our steps, so machine load hits both alike. A TRL step is timed from the end
 of our previous step to the end of its own (its generation, reward, loss and optimiser step); our step is
-generation, verification, `grpo_update` and the scheduler step, the loop body of `reasoner.training.loop.train`
+generation, verification, `policy_gradient_update` (GRPO) and the scheduler step, the loop body of `reasoner.training.loop.train`
 without its logging and checkpoints (TRL's logging and saving are off too). The first `--warmup` steps of
 each are not timed.
 
@@ -50,7 +50,7 @@ from reasoner.generation.hf import HFGenerator  # noqa: E402
 from reasoner.modeling import init_model, load_model, load_tokenizer  # noqa: E402
 from reasoner.training.rollout import verify_groups  # noqa: E402
 from reasoner.training.sft import train_sft  # noqa: E402
-from reasoner.training.grpo import grpo_update  # noqa: E402
+from reasoner.training.policy_gradient import Settings, policy_gradient_update  # noqa: E402
 from reasoner.training.loop import Learner, step_seed  # noqa: E402
 
 
@@ -102,7 +102,7 @@ class Ours:
         t1 = time.perf_counter()
         rollout = verify_groups(batch_tasks, groups)
         t2 = time.perf_counter()
-        grpo_update(c, Learner(self.model, self.tokenizer, self.engine, None), rollout)
+        policy_gradient_update(Settings.of("grpo", c), Learner(self.model, self.tokenizer, self.engine, None), rollout)
         self.engine.schedule()
         t3 = time.perf_counter()
         self.times.append({"generate": t1 - t0, "verify": t2 - t1, "update": t3 - t2, "step": t3 - t0})

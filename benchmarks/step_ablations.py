@@ -5,7 +5,7 @@
 
 Generation (16 prompts x 8 samples, 48 new tokens): the current sampler against torch.multinomial, and the
 current row dropping (once 1/16 of the batch has ended) against dropping at every end and against never
-dropping (stopping only when every row has ended). Update (grpo_update on the rollouts of those prompts):
+dropping (stopping only when every row has ended). Update (policy_gradient_update, GRPO, on the rollouts of those prompts):
 skipping groups of equal rewards or not, and with every group kept, micro-batches of rows sorted by length
 and trimmed of all-padding columns or not. Scoring pass (forward and backward of one 64-row micro-batch):
 the model's default KV cache against use_cache=False, and the chosen token's log-prob as logit minus
@@ -32,7 +32,7 @@ import reasoner.training.batches as batches  # noqa: E402
 from data.synthetic import generate as builtin_tasks  # noqa: E402
 from reasoner.training import distributed  # noqa: E402
 from reasoner.config import SamplingParams, TrainConfig  # noqa: E402
-from reasoner.training.grpo import grpo_update  # noqa: E402
+from reasoner.training.policy_gradient import Settings, policy_gradient_update  # noqa: E402
 from reasoner.training.loop import Learner  # noqa: E402
 from reasoner.training.rollout import verify_groups  # noqa: E402
 
@@ -107,7 +107,8 @@ def main() -> None:
         def call(i):
             batches.trim_padding = trim if trim_padding else (lambda batch: batch)
             try:
-                return grpo_update(config, Learner(model, tokenizer, engine, None), rollouts[i])
+                return policy_gradient_update(Settings.of("grpo", config), Learner(model, tokenizer, engine, None),
+                                              rollouts[i])
             finally:
                 batches.trim_padding = trim
         return call

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 
-ALGORITHMS = ("grpo", "ppo", "dpo")  # reasoner.training.ALGORITHMS, checked by tests/test_config.py
+ALGORITHMS = ("grpo", "rloo", "reinforce++", "reinforce++-baseline", "gspo", "cispo", "ppo", "dpo")  # reasoner.training.ALGORITHMS, checked by tests/test_config.py
 BACKENDS = ("hf", "vllm")
-ALARM_CHECKS = ("length_drift", "truncation", "entropy_collapse", "kl_spike", "reward_vs_heldout")  # alarms.CHECKS
+ALARM_CHECKS = ("length_drift", "truncation", "entropy_collapse", "kl_spike", "reward_vs_heldout",
+                "rollout_mismatch")  # alarms.CHECKS
+ROLLOUT_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def opt(default: Any, help: str, **kwargs):
@@ -148,6 +150,8 @@ class AlarmConfig:
     kl_window: int = opt(20, "steps in the KL running median")
     heldout_drop: float = opt(0.1, "alarm when held-out accuracy falls this far below its best ...")
     reward_rise: float = opt(0.05, "... while the training reward rose at least this much")
+    rollout_kl_max: float = opt(0.01, "alarm when the KL between the sampler's and the trainer's log-probs of the "
+                                      "sampled tokens exceeds this (a mismatch the update treats as on-policy)")
     stop_on_alarm: bool = opt(False, "stop training with an error when an alarm fires")
 
 
@@ -171,7 +175,7 @@ class TrainConfig:
     data: str = opt("", "training task records (typically curated)", path="file")
     output: str = opt("", "directory for checkpoints and the final model")
     metrics: str = opt("", "metrics JSONL path (default: OUTPUT/metrics.jsonl)")
-    algo: str = opt("grpo", "grpo, ppo or dpo", choices=ALGORITHMS)
+    algo: str = opt("grpo", "the RL algorithm (README: Algorithms and their knobs)", choices=ALGORITHMS)
     steps: int = opt(200, "optimiser steps")
     prompts_per_step: int = opt(16, "prompts per step")
     group_size: int = opt(8, "samples per prompt")
@@ -182,7 +186,14 @@ class TrainConfig:
     beta: float = opt(0.0, "KL coefficient; 0 loads no reference model")
     kl_estimator: str = opt("k3", "k1, k2 or k3", choices=("k1", "k2", "k3"))
     clip_low: float = opt(0.2, "lower clip range eps_low")
-    clip_high: float = opt(0.28, "upper clip range eps_high (DAPO's clip-higher)")
+    clip_high: float = opt(0.28, "upper clip range eps_high (DAPO's clip-higher); cispo: the importance weight's cap "
+                                 "1 + eps_high")
+    gspo_clip_low: float = opt(3e-4, "gspo: lower clip range of the sequence-level ratio (the paper's 3e-4)")
+    gspo_clip_high: float = opt(4e-4, "gspo: upper clip range of the sequence-level ratio (the paper's 4e-4)")
+    tis_cap: float = opt(0.0, "truncated importance sampling: weigh each token's loss by min(pi_trainer / pi_sampler, "
+                              "this cap), for the gap between sampler and trainer (Yao et al. 2025; 0: off)")
+    rollout_dtype: str = opt("auto", "dtype the sampler runs in (auto: the policy's); bfloat16 sampling with float32 "
+                                     "training makes a rollout/trainer mismatch", choices=ROLLOUT_DTYPES)
     aggregation: str = opt("token_mean", "token_mean, sequence_mean or dr_grpo", choices=("token_mean", "sequence_mean", "dr_grpo"))
     scale_by_std: bool = opt(True, "divide group advantages by the group's reward std")
     negative_weight: float = opt(1.0, "weight of negative advantages (1: GRPO; 0: verified-right samples only)")
@@ -196,8 +207,11 @@ class TrainConfig:
     reestimate_samples: int = opt(4, "samples per retired prompt in a re-estimate")
     return_below: float = opt(0.9, "a retired prompt whose re-estimated pass rate is below this returns")
     kl_in_reward: bool = opt(False, "subtract beta * KL from each sequence's reward instead of adding it to the loss")
-    truncation: str = opt("keep", "over-long samples: keep, mask (no loss) or punish (reward - truncation_penalty)", choices=("keep", "mask", "punish"))
-    truncation_penalty: float = opt(1.0, "reward taken from an over-long sample when --truncation punish")
+    truncation: str = opt("keep", "over-long samples: keep, mask (no loss), punish (reward - truncation_penalty) or "
+                                  "soft (DAPO: a penalty rising linearly to truncation_penalty over the last "
+                                  "overlong_buffer tokens before the cap)", choices=("keep", "mask", "punish", "soft"))
+    truncation_penalty: float = opt(1.0, "reward taken from an over-long sample when --truncation punish (soft: at the cap)")
+    overlong_buffer: int = opt(16, "--truncation soft: tokens before the length cap over which the penalty rises")
     ppo: PPOConfig = field(default_factory=PPOConfig)
     dpo: DPOConfig = field(default_factory=DPOConfig)
     checkpoint_every: int = opt(20, "steps between checkpoints")
@@ -335,7 +349,7 @@ def save(config, path: str | Path) -> None:
 @dataclass
 class RunConfig:
     output: str = opt("runs/default", "run directory; run again on the same one to continue")
-    algo: str = opt("grpo", "grpo, ppo or dpo", choices=ALGORITHMS)
+    algo: str = opt("grpo", "the RL algorithm (README: Algorithms and their knobs)", choices=ALGORITHMS)
     nproc: int = opt(1, "training processes per machine (DeepSpeed launcher when above 1)")
     hostfile: str = opt("", "DeepSpeed hostfile for training on several machines", path="file")
     model: str = opt("", "start from this model directory instead of the built-in tiny model", path="model")

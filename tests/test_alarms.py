@@ -47,6 +47,8 @@ STREAMS = {  # name -> (stream that fires it, stream that does not)
                                  heldout_accuracy=lambda s: None if s % 5 else max(0.1, 0.5 - 0.02 * max(0, s - 10))),
                           stream(reward_mean=lambda s: 0.3 + 0.02 * s,
                                  heldout_accuracy=lambda s: None if s % 5 else 0.3 + 0.01 * s)),
+    "rollout_mismatch": (stream(rollout_logprob_kl=lambda s: 0.001 if s < 10 else 0.05, rollout_ratio_max=lambda s: 3.0),
+                         stream(rollout_logprob_kl=lambda s: 0.02 if s == 12 else 0.001)),  # one noisy step
 }
 
 

@@ -13,7 +13,7 @@ def test_a_misspelt_choice_on_the_command_line_names_the_option_and_the_choices(
     with pytest.raises(SystemExit):
         main(["run", "--algo", "nope", "--output", str(tmp_path / "run")])
     err = capsys.readouterr().err
-    assert "--algo" in err and "'grpo', 'ppo', 'dpo'" in err
+    assert "--algo" in err and "'grpo', 'rloo', 'reinforce++'" in err and "'dpo'" in err
     assert not (tmp_path / "run").exists()
 
 

@@ -1,5 +1,6 @@
-"""Two gloo ranks under the DeepSpeed launcher (ZeRO 2 and 3, CPU) take the same GRPO, PPO and DPO update as one
-process on the same fixed batch."""
+"""Two gloo ranks under the DeepSpeed launcher (ZeRO 2 and 3, CPU) take the same update as one process on the
+same fixed batch, for every --algo (the critic-free variants of GRPO under ZeRO 2 only: they share GRPO's
+batches and collectives, which ZeRO 3 checks with GRPO)."""
 
 import os
 import shutil
@@ -12,6 +13,7 @@ import torch
 
 SCRIPT = Path(__file__).with_name("distributed_step.py")
 ROOT = Path(__file__).resolve().parents[1]
+ALGOS = ["grpo", "rloo", "reinforce++", "reinforce++-baseline", "gspo", "cispo", "ppo", "dpo"]
 
 
 def _env():
@@ -24,13 +26,13 @@ def _env():
 @pytest.mark.skipif(shutil.which("deepspeed") is None, reason="the deepspeed launcher is not installed")
 # ZeRO 2 with micro-batches of 3 (three per rank, accumulated); ZeRO 3 with one micro-batch per rank, the
 # only way it is exact (the engine refuses a second backward before the step under ZeRO 3).
-@pytest.mark.parametrize("zero_stage, micro_batch_size", [(2, 3), (3, 16)])
-@pytest.mark.parametrize("algo", ["grpo", "ppo", "dpo"])
+@pytest.mark.parametrize("zero_stage, micro_batch_size, algo",
+                         [(2, 3, algo) for algo in ALGOS] + [(3, 16, algo) for algo in ("grpo", "ppo", "dpo")])
 def test_two_ranks_update_equals_one_process(micro_model, tmp_path, algo, zero_stage, micro_batch_size):
     single, double = tmp_path / "one.pt", tmp_path / "two.pt"
     subprocess.run([sys.executable, str(SCRIPT), str(micro_model), str(single), "2", str(micro_batch_size), algo],
                    check=True, env=_env(), cwd=ROOT, timeout=600)
-    port = 29515 + zero_stage + 10 * ["grpo", "ppo", "dpo"].index(algo)
+    port = 29515 + zero_stage + 10 * ALGOS.index(algo)
     launcher = ["deepspeed", "--num_gpus", "2", "--no_local_rank", "--master_port", str(port),
                 str(SCRIPT), str(micro_model), str(double), str(zero_stage), str(micro_batch_size), algo]
     result = subprocess.run(launcher, env=_env(), cwd=ROOT, timeout=900, capture_output=True, text=True)

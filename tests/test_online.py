@@ -130,7 +130,7 @@ def test_reestimate_retired_brings_back_what_the_policy_now_fails():
 
 def test_training_records_pool_metrics_and_resumes_the_pool(micro_model, tmp_path):
     from reasoner.modeling import load_model, load_tokenizer
-    from reasoner.training.grpo import grpo_algorithm
+    from reasoner.training import ALGORITHMS
     from reasoner.training.loop import train
 
     tasks = [Task(f"m{i}", f"What is {i} + {i}?", "math", str(2 * i)) for i in range(12)]
@@ -141,7 +141,7 @@ def test_training_records_pool_metrics_and_resumes_the_pool(micro_model, tmp_pat
                              dynamic_sampling_rounds=1)
         config.sampling.max_new_tokens = 4
         model = load_model(str(micro_model))
-        train(config, model, load_tokenizer(str(micro_model)), grpo_algorithm(config, model, tasks))
+        train(config, model, load_tokenizer(str(micro_model)), ALGORITHMS["grpo"](config, model, tasks))
         return [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
 
     straight = run(4, tmp_path / "a")

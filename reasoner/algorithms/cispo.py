@@ -24,9 +24,12 @@ def cispo_loss(
     sizes: BatchSizes,
     clip_low: float = 1.0,  # 1.0: no lower bound (a weight is never below 0)
     clip_high: float = 0.28,
+    is_weights: torch.Tensor | None = None,  # [B, T] detached importance weights (TIS), None: all 1
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     ratio = torch.exp(logp - old_logp)  # [B, T]
     weight = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high).detach()  # [B, T] sg(clipped r)
+    if is_weights is not None:
+        weight = weight * is_weights
     per_token = -weight * advantages[:, None] * logp  # [B, T]
     loss = (per_token * mask).sum() / sizes.tokens
     stats = {"clip_frac": masked_mean(((ratio < 1.0 - clip_low) | (ratio > 1.0 + clip_high)).float(), mask).detach(),

@@ -90,24 +90,22 @@ def clipped_policy_loss(
 
 
 # ------------------------------------------------------------------------------------ reward shaping
-# Applied to the verifier's rewards [N] before advantages; each returns (rewards, keep [N] bool).
+# Applied to the verifier's rewards [G, n] before advantages, given which samples hit the length cap and
+# every sample's length [G, n]; each returns (rewards [G, n], keep [G, n] bool).
 
-def keep_truncated(rewards: torch.Tensor, truncated: torch.Tensor, penalty: float):
+def keep_truncated(rewards, truncated, lengths, penalty: float, max_new_tokens: int, buffer: int):
     """Over-long samples are scored like any other (the paper's GRPO)."""
     return rewards, torch.ones_like(truncated, dtype=torch.bool)
 
 
-def mask_truncated(rewards: torch.Tensor, truncated: torch.Tensor, penalty: float):
+def mask_truncated(rewards, truncated, lengths, penalty: float, max_new_tokens: int, buffer: int):
     """Over-long samples get no loss at all (DAPO's overlong filtering, Yu et al. 2025)."""
     return rewards, ~truncated
 
 
-def punish_truncated(rewards: torch.Tensor, truncated: torch.Tensor, penalty: float):
+def punish_truncated(rewards, truncated, lengths, penalty: float, max_new_tokens: int, buffer: int):
     """Over-long samples lose `penalty` from their reward (a flat form of DAPO's soft overlong punishment)."""
     return rewards - penalty * truncated.to(rewards.dtype), torch.ones_like(truncated, dtype=torch.bool)
-
-
-TRUNCATION = {"keep": keep_truncated, "mask": mask_truncated, "punish": punish_truncated}
 
 
 def soft_overlong_penalty(lengths: torch.Tensor, max_new_tokens: int, buffer: int) -> torch.Tensor:
@@ -115,6 +113,19 @@ def soft_overlong_penalty(lengths: torch.Tensor, max_new_tokens: int, buffer: in
     tokens, then falling linearly to -1 at max_new_tokens: lengths [N] -> penalties [N]."""
     start = max_new_tokens - buffer
     return torch.clamp((start - lengths.float()) / buffer, min=-1.0, max=0.0)  # [N]
+
+
+def soft_punish_truncated(rewards, truncated, lengths, penalty: float, max_new_tokens: int, buffer: int):
+    """Every sample longer than max_new_tokens - buffer loses up to `penalty`, linearly in its length
+    (DAPO's soft overlong punishment, `soft_overlong_penalty`, scaled by `penalty`)."""
+    if not 0 < buffer <= max_new_tokens:
+        raise ValueError(f"--overlong-buffer {buffer} must be in 1..max_new_tokens ({max_new_tokens})")
+    return (rewards + penalty * soft_overlong_penalty(lengths, max_new_tokens, buffer),
+            torch.ones_like(truncated, dtype=torch.bool))
+
+
+TRUNCATION = {"keep": keep_truncated, "mask": mask_truncated, "punish": punish_truncated,
+              "soft": soft_punish_truncated}
 
 
 def kl_penalised_rewards(rewards: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:

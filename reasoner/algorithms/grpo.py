@@ -37,7 +37,7 @@ def grpo_loss(
     logp: torch.Tensor,  # [B, T] current policy
     old_logp: torch.Tensor,  # [B, T] policy that sampled (equal to logp.detach() with one epoch per batch)
     ref_logp: torch.Tensor | None,  # [B, T] reference policy, None when beta == 0
-    advantages: torch.Tensor,  # [B]
+    advantages: torch.Tensor,  # [B] per sequence, or [B, T] per token
     mask: torch.Tensor,  # [B, T]
     sizes: BatchSizes,
     clip_low: float = 0.2,
@@ -45,8 +45,12 @@ def grpo_loss(
     beta: float = 0.0,
     kl_estimator: str = "k3",
     aggregation: str = "token_mean",
+    is_weights: torch.Tensor | None = None,  # [B, T] detached importance weights (TIS), None: all 1
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    per_token, stats = clipped_policy_loss(logp, old_logp, advantages[:, None], mask, clip_low, clip_high)
+    per_token, stats = clipped_policy_loss(logp, old_logp, advantages if advantages.dim() == 2 else advantages[:, None],
+                                           mask, clip_low, clip_high)
+    if is_weights is not None:
+        per_token = per_token * is_weights
     if ref_logp is not None:
         kl = KL_ESTIMATORS[kl_estimator](logp, ref_logp)  # [B, T]
         stats["kl"] = masked_mean(kl, mask).detach()

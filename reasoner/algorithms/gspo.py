@@ -24,11 +24,14 @@ def gspo_loss(
     sizes: BatchSizes,
     clip_low: float = 3e-4,
     clip_high: float = 4e-4,
+    is_weights: torch.Tensor | None = None,  # [B] detached per-sequence importance weights (TIS), None: all 1
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     log_s = ((logp - old_logp) * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [B] mean log-ratio
     s = torch.exp(log_s)  # [B] sequence importance ratio
     clipped = torch.clamp(s, 1.0 - clip_low, 1.0 + clip_high)  # [B]
     per_sequence = -torch.minimum(s * advantages, clipped * advantages)  # [B]
+    if is_weights is not None:
+        per_sequence = per_sequence * is_weights
     loss = per_sequence.sum() / sizes.sequences
     stats = {"clip_frac": ((s < 1.0 - clip_low) | (s > 1.0 + clip_high)).float().mean().detach(),
              "ratio_mean": s.mean().detach(), "token_ratio_mean": masked_mean(torch.exp(logp - old_logp), mask).detach()}

@@ -32,3 +32,10 @@ def rollout_mismatch(
 def truncated_importance_weights(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, cap: float) -> torch.Tensor:
     """w_t = min(pi_trainer / pi_sampler, C), detached: [B, T] (TIS; C = 2 in the paper's experiments)."""
     return torch.exp(trainer_logp - sampler_logp).clamp(max=cap).detach()  # [B, T]
+
+
+def truncated_sequence_weights(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor,
+                               cap: float) -> torch.Tensor:
+    """The same for a sequence-level loss (GSPO): min(exp(mean_t log(pi_trainer / pi_sampler)), C), detached: [B]."""
+    mean_log_ratio = ((trainer_logp - sampler_logp) * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [B]
+    return torch.exp(mean_log_ratio).clamp(max=cap).detach()  # [B]

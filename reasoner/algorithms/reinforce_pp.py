@@ -12,6 +12,8 @@ over the batch this function is given.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from reasoner.algorithms.ppo import token_rewards, whiten
@@ -27,10 +29,13 @@ def reinforce_pp_advantages(
     kl: torch.Tensor | None,  # [B, T] per-token KL estimate to the reference, None without a reference
     mask: torch.Tensor,  # [B, T]
     beta: float,
+    moments: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> torch.Tensor:
-    """Whitened returns-to-go of r_t = -beta * kl_t (+ the score on the last token): [B, T]."""
+    """Whitened returns-to-go of r_t = -beta * kl_t (+ the score on the last token): [B, T]. `moments(x, mask)`
+    gives the mean and variance to whiten with (default: those of this batch's tokens; several processes
+    pass their global ones)."""
     returns = returns_to_go(token_rewards(score, kl, mask, beta), mask)  # [B, T]
-    return whiten(returns, mask)  # [B, T]
+    return whiten(returns, mask, 1e-8, *moments(returns, mask)) if moments else whiten(returns, mask)  # [B, T]
 
 
 def group_baseline_scores(rewards: torch.Tensor) -> torch.Tensor:

@@ -149,12 +149,26 @@ def reward_vs_heldout(history: list[dict], c: AlarmConfig) -> Optional[Alarm]:
                  f"rise of {c.reward_rise:g})", -drop, -c.heldout_drop)
 
 
+def rollout_mismatch(history: list[dict], c: AlarmConfig) -> Optional[Alarm]:
+    """The sampler and the trainer disagree on the sampled tokens' log-probs (another engine, dtype or kernel):
+    the update treats off-policy samples as on-policy, a known cause of collapse."""
+    kl = _recent(history, "rollout_logprob_kl", c.alarm_window)
+    if kl is None or kl <= c.rollout_kl_max:
+        return None
+    worst = history[-1].get("rollout_ratio_max", float("nan"))
+    return Alarm(history[-1]["step"], "rollout_mismatch",
+                 f"KL between the sampler's and the trainer's log-probs of the sampled tokens is {kl:.4f} over the "
+                 f"last {c.alarm_window} steps (limit {c.rollout_kl_max:g}; largest token ratio trainer/sampler "
+                 f"{worst:.2f}): sample in the trainer's dtype or correct with --tis-cap", kl, c.rollout_kl_max)
+
+
 CHECKS: dict[str, Callable[[list[dict], AlarmConfig], Optional[Alarm]]] = {
     "length_drift": length_drift,
     "truncation": truncation,
     "entropy_collapse": entropy_collapse,
     "kl_spike": kl_spike,
     "reward_vs_heldout": reward_vs_heldout,
+    "rollout_mismatch": rollout_mismatch,
 }
 
 

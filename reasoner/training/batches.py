@@ -23,17 +23,27 @@ from reasoner.training.rollout import Rollout, encode_prompts, micro_batches, pa
 
 
 def rollout_batch(tokenizer, rollout: Rollout, rows: list[int] | None = None) -> dict:
-    """The padded batch of the rollout's samples (all of them, or the given rows)."""
+    """The padded batch of the rollout's samples (all of them, or the given rows), with the log-prob the
+    sampler gave each response token (`sampler_logp` [B, R])."""
     rows = range(len(rollout.samples)) if rows is None else rows
     prompt_ids = encode_prompts(tokenizer, rollout.tasks)
-    return pad_batch([prompt_ids[i // rollout.group_size] for i in rows], [rollout.samples[i].token_ids for i in rows],
-                     tokenizer.pad_token_id)
+    batch = pad_batch([prompt_ids[i // rollout.group_size] for i in rows],
+                      [rollout.samples[i].token_ids for i in rows], tokenizer.pad_token_id,
+                      [rollout.samples[i].loss_mask for i in rows])
+    batch["sampler_logp"] = torch.zeros_like(batch["response_mask"])  # [B, R]: what the sampler saw, per token
+    for row, i in enumerate(rows):
+        logprobs = rollout.samples[i].logprobs
+        batch["sampler_logp"][row, :len(logprobs)] = torch.tensor(logprobs, dtype=torch.float32)
+    return batch
 
 
-def shaped_rewards(rollout: Rollout, truncation: str, penalty: float) -> tuple[torch.Tensor, torch.Tensor]:
+def shaped_rewards(rollout: Rollout, truncation: str, penalty: float, max_new_tokens: int,
+                   overlong_buffer: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The verifier's rewards [G, n] after the `--truncation` rule, and which samples train [G * n]."""
     truncated = torch.tensor([s.truncated for s in rollout.samples]).view(-1, rollout.group_size)  # [G, n]
-    rewards, keep = TRUNCATION[truncation](rollout.rewards, truncated, penalty)  # [G, n]
+    lengths = torch.tensor(rollout.lengths).view(-1, rollout.group_size)  # [G, n]
+    rewards, keep = TRUNCATION[truncation](rollout.rewards, truncated, lengths, penalty, max_new_tokens,
+                                           overlong_buffer)  # [G, n]
     return rewards, keep.flatten()
 
 
@@ -93,6 +103,17 @@ def reduce_sums(totals: dict[str, float]) -> dict[str, float]:
     """Sum each statistic over ranks (each rank holds its share of the global value)."""
     keys = sorted(totals)
     return dict(zip(keys, distributed.all_reduce([totals[k] for k in keys])))
+
+
+def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> float:
+    return float((x * mask).sum())
+
+
+def global_moments(x: torch.Tensor, mask: torch.Tensor, tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and variance of x [N, T] over the real tokens of every rank (`tokens` of them in all)."""
+    mean = distributed.all_reduce([masked_sum(x, mask)])[0] / tokens
+    var = distributed.all_reduce([masked_sum((x - mean) ** 2, mask)])[0] / tokens
+    return torch.tensor(mean, dtype=x.dtype), torch.tensor(var, dtype=x.dtype)
 
 
 def add_shares(totals: dict[str, float], stats: dict, share: float) -> None:

@@ -103,7 +103,7 @@ def train(config: TrainConfig, model, tokenizer, algorithm: Algorithm, heldout: 
     if main:
         keep_steps_before(metrics.path, start_step)
     distributed.barrier()
-    generator = make_generator(config.backend, model, tokenizer)
+    generator = make_generator(config.backend, model, tokenizer, dtype=rollout_dtype(config.rollout_dtype, config.zero_stage))
     algorithm.source.start(learner, generator, state)
     history = metrics.read()
     monitor = AlarmMonitor(config.alarms, metrics.path.with_name("alarms.jsonl") if main else None, history)
@@ -151,6 +151,14 @@ def train(config: TrainConfig, model, tokenizer, algorithm: Algorithm, heldout: 
     bar.close()
     loggers.close()
     return save_final(output / "final", engine, tokenizer, algorithm.save)
+
+
+def rollout_dtype(name: str, zero_stage: int) -> torch.dtype | None:
+    """The sampler's dtype for `--rollout-dtype` (None: the policy's own)."""
+    if name != "auto" and zero_stage == 3 and distributed.world_size() > 1:
+        raise ValueError(f"train: --rollout-dtype {name} samples from a whole copy of the policy, which ZeRO 3 "
+                         f"splits over ranks; use it with --zero-stage 2")
+    return None if name == "auto" else getattr(torch, name)
 
 
 def save_final(final: Path, engine, tokenizer, save_extra: Callable[[Path], None]) -> Path:

@@ -121,3 +121,26 @@ def test_tis_weighs_the_loss_by_the_capped_trainer_over_sampler_ratio(micro_mode
     assert norms[0.0] > 0
     assert norms[10.0] == pytest.approx(2.0 * norms[0.0], rel=1e-4)
     assert norms[1.5] == pytest.approx(1.5 * norms[0.0], rel=1e-4)
+
+
+def test_on_policy_gspo_and_cispo_take_grpo_gradients_with_their_aggregations():
+    """With one epoch per batch the ratio is 1 everywhere: GSPO's gradient is GRPO's with sequence_mean,
+    CISPO's is GRPO's with token_mean (what the README says of one epoch per batch)."""
+    from reasoner.algorithms.cispo import cispo_loss
+    from reasoner.algorithms.gspo import gspo_loss
+
+    torch.manual_seed(0)
+    base = torch.randn(3, 4)
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    advantages, sizes = torch.tensor([1.5, -0.5, -1.0]), BatchSizes(tokens=7, sequences=3, max_new_tokens=4)
+
+    def grad(loss_fn):
+        logp = base.clone().requires_grad_()
+        loss_fn(logp).backward()
+        return logp.grad * mask
+
+    torch.testing.assert_close(grad(lambda lp: gspo_loss(lp, lp.detach(), advantages, mask, sizes)[0]),
+                               grad(lambda lp: grpo_loss(lp, lp.detach(), None, advantages, mask, sizes,
+                                                         aggregation="sequence_mean")[0]))
+    torch.testing.assert_close(grad(lambda lp: cispo_loss(lp, lp.detach(), advantages, mask, sizes)[0]),
+                               grad(lambda lp: grpo_loss(lp, lp.detach(), None, advantages, mask, sizes)[0]))

@@ -40,7 +40,7 @@ def sample_and_verify(generator: Generator, tasks: list[Task], n: int, params: S
             part = tasks[start:start + chunk]
             seeded = params.with_seed(params.seed + start)
             groups = generator.generate([t.prompt for t in part], n, seeded)
-            items = [(t.verifier, s.text, t.reference) for t, group in zip(part, groups) for s in group]
+            items = [(t.verifier, s.graded_text, t.reference) for t, group in zip(part, groups) for s in group]
             verdicts = verifiers.verify_many(items)
             for i, (task, group) in enumerate(zip(part, groups)):
                 results.append(TaskResult(task, group, verdicts[i * n:(i + 1) * n]))

@@ -3,11 +3,13 @@ a GPU has it).
 
 `generate(prompts, n, params)` returns, for each prompt, n `Sample`s with the response's token ids, its
 text, the per-token log-probs under the sampling distribution (logits / temperature) and why it stopped.
+With `tools="python"` the backend is wrapped in `tools.ToolGenerator`: a sample may run Python in the
+sandbox mid-answer, and the tool's output tokens are part of its `token_ids` with `loss_mask` 0.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -21,10 +23,20 @@ class Sample:
     text: str  # the response decoded, without the stop token
     logprobs: list[float]  # log-prob of each response token under the sampling distribution
     finish_reason: str  # "stop" (end of sequence) or "length" (hit max_new_tokens)
+    # With tools (tools.py): 1 on each token the policy sampled, 0 on each a tool wrote (no loss, KL, entropy
+    # or ratio); the tool's output as text is in `text`, not in `policy_text`, which verifiers grade.
+    loss_mask: list[int] | None = None  # None: every token sampled
+    policy_text: str | None = None  # None: `text`
+    tool_calls: list = field(default_factory=list)  # a tools.ToolCall per code block run
 
     @property
     def truncated(self) -> bool:
         return self.finish_reason == "length"
+
+    @property
+    def graded_text(self) -> str:
+        """What a verifier grades: the policy's own text, without the output of its tool calls."""
+        return self.text if self.policy_text is None else self.policy_text
 
 
 class Generator(Protocol):
@@ -46,12 +58,23 @@ def stop_token_ids(model: torch.nn.Module, tokenizer) -> frozenset[int]:
     return frozenset(ids)
 
 
-def make_generator(backend: str, model: torch.nn.Module, tokenizer, **kwargs) -> Generator:
-    """The generation backend by name; vLLM is imported only when chosen."""
+def make_generator(backend: str, model: torch.nn.Module, tokenizer, tools: str = "none", max_tool_calls: int = 4,
+                   **kwargs) -> Generator:
+    """The generation backend by name (vLLM is imported only when chosen), wrapped for tool calls when
+    `tools` is "python"."""
+    if tools not in ("none", "python"):
+        raise ValueError(f"unknown --tools {tools!r}; choose 'none' or 'python'")
+    if tools == "python" and backend != "hf":
+        raise ValueError(f"--tools python needs --backend hf (the {backend} backend cannot pause a sample yet)")
     if backend == "hf":
         from reasoner.generation.hf import HFGenerator
 
-        return HFGenerator(model, tokenizer, **kwargs)
+        generator = HFGenerator(model, tokenizer, **kwargs)
+        if tools == "python":
+            from reasoner.generation.tools import ToolGenerator
+
+            return ToolGenerator(generator, tokenizer, max_tool_calls)
+        return generator
     if backend == "vllm":
         from reasoner.generation.vllm import VLLMGenerator
 

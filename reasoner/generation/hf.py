@@ -9,6 +9,7 @@ tokens are drawn by inverse CDF with one explicitly seeded
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 
 import torch
 from transformers import DynamicCache
@@ -55,25 +56,32 @@ class HFGenerator:
         self.model = model  # the policy itself: nothing to copy
 
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
-        rng = torch.Generator().manual_seed(params.seed)
         texts = [render_prompt(self.tokenizer, p) for p in prompts]
+        return self.generate_ids(self.tokenizer(texts, add_special_tokens=False).input_ids, n, params)
+
+    def generate_ids(self, contexts: list[list[int]], n: int, params: SamplingParams,
+                     stop: Callable[[list[int]], bool] | None = None) -> list[list[Sample]]:
+        """n samples continuing each token sequence. `stop(tokens)`, asked with a row's tokens after each
+        token it samples, ends that row when true (finish reason "paused": how tool calls interrupt)."""
+        rng = torch.Generator().manual_seed(params.seed)
         per_chunk = max(1, self.batch_size // n)
         results: list[list[Sample]] = []
         was_training = self.model.training
         self.model.eval()
         try:
-            for start in range(0, len(texts), per_chunk):
-                results.extend(self._generate_chunk(texts[start:start + per_chunk], n, params, rng))
+            for start in range(0, len(contexts), per_chunk):
+                results.extend(self._generate_chunk(contexts[start:start + per_chunk], n, params, rng, stop))
         finally:
             self.model.train(was_training)
         return results
 
     @torch.inference_mode()
-    def _generate_chunk(self, texts: list[str], n: int, params: SamplingParams, rng: torch.Generator):
+    def _generate_chunk(self, contexts: list[list[int]], n: int, params: SamplingParams, rng: torch.Generator,
+                        stop: Callable[[list[int]], bool] | None):
         device = next(self.model.parameters()).device
         eos_ids = stop_token_ids(self.model, self.tokenizer)  # every id that ends a response
         eos_tensor = torch.tensor(sorted(eos_ids), device=device)
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        enc = self.tokenizer.pad({"input_ids": contexts}, return_tensors="pt").to(device)  # left-padded
         attention = enc.attention_mask  # [P, L]
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
@@ -84,10 +92,11 @@ class HFGenerator:
         logits = logits.repeat_interleave(n, 0)  # [B, V], B = P * n
         attention = attention.repeat_interleave(n, 0)
         next_position = positions[:, -1:].repeat_interleave(n, 0) + 1  # [B, 1]
-        rows = torch.arange(len(texts) * n, device=device)  # which sample each live row belongs to
-        tokens: list[list[int]] = [[] for _ in range(len(texts) * n)]
-        logps: list[list[float]] = [[] for _ in range(len(texts) * n)]
-        stopped = [False] * (len(texts) * n)
+        rows = torch.arange(len(contexts) * n, device=device)  # which sample each live row belongs to
+        tokens: list[list[int]] = [[] for _ in range(len(contexts) * n)]
+        logps: list[list[float]] = [[] for _ in range(len(contexts) * n)]
+        stopped = [False] * (len(contexts) * n)
+        paused_rows: set[int] = set()
         live = torch.ones(len(rows), dtype=torch.bool, device=device)  # [rows]: still generating
         for step in range(params.max_new_tokens):
             new, new_logp = sample_tokens(logits, params, rng)
@@ -97,6 +106,11 @@ class HFGenerator:
                     logps[row].append(lp)
                     stopped[row] = tok in eos_ids
             live = live & ~torch.isin(new, eos_tensor)
+            paused = [] if stop is None else [i for i, (row, on) in enumerate(zip(rows.tolist(), live.tolist()))
+                                              if on and stop(tokens[row])]
+            for i in paused:
+                live[i] = False
+                paused_rows.add(int(rows[i]))
             if not live.any() or step == params.max_new_tokens - 1:
                 break
             if (~live).sum() > self.drop_fraction * len(live):  # drop ended rows: the loop costs what still runs
@@ -109,8 +123,9 @@ class HFGenerator:
                                 use_cache=True, **{self.cache_kwarg: cache}).logits[:, -1]
             next_position = next_position + 1
         samples = []
-        for row in range(len(texts) * n):
+        for row in range(len(contexts) * n):
             ids = tokens[row]
             text = self.tokenizer.decode(ids[:-1] if stopped[row] else ids, skip_special_tokens=True)
-            samples.append(Sample(ids, text, logps[row], "stop" if stopped[row] else "length"))
-        return [samples[i * n:(i + 1) * n] for i in range(len(texts))]
+            reason = "stop" if stopped[row] else "paused" if row in paused_rows else "length"
+            samples.append(Sample(ids, text, logps[row], reason))
+        return [samples[i * n:(i + 1) * n] for i in range(len(contexts))]

@@ -37,7 +37,7 @@ class Rollout:
 
 def verify_groups(tasks: list[Task], groups: list[list[Sample]]) -> Rollout:
     samples = [s for group in groups for s in group]
-    items = [(t.verifier, s.text, t.reference) for t, group in zip(tasks, groups) for s in group]
+    items = [(t.verifier, s.graded_text, t.reference) for t, group in zip(tasks, groups) for s in group]
     return Rollout(tasks, samples, verifiers.verify_many(items), len(groups[0]))
 
 
@@ -45,8 +45,11 @@ def encode_prompts(tokenizer, tasks: list[Task]) -> list[list[int]]:
     return [tokenizer(render_prompt(tokenizer, t.prompt), add_special_tokens=False).input_ids for t in tasks]
 
 
-def pad_batch(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
-    """input_ids / attention_mask / position_ids [B, W+R], response_mask [B, R], prompt_width W."""
+def pad_batch(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int,
+              loss_masks: list[list[int] | None] | None = None) -> dict[str, torch.Tensor]:
+    """input_ids / attention_mask / position_ids [B, W+R], response_mask [B, R], prompt_width W.
+    `response_mask` is 1 on the response tokens that train: all of them, or where a row's loss mask is 1
+    (a tool's output tokens are in the sequence and attended to, but have no loss)."""
     width = max(len(p) for p in prompt_ids)
     resp_width = max(1, max(len(r) for r in response_ids))
     batch = len(prompt_ids)
@@ -57,7 +60,8 @@ def pad_batch(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id
         input_ids[row, width - len(p):width] = torch.tensor(p)
         input_ids[row, width:width + len(r)] = torch.tensor(r, dtype=torch.long)
         attention[row, width - len(p):width + len(r)] = 1
-        response_mask[row, :len(r)] = 1.0
+        response_mask[row, :len(r)] = 1.0 if loss_masks is None or loss_masks[row] is None else torch.tensor(
+            loss_masks[row], dtype=torch.float32)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     return {"input_ids": input_ids, "attention_mask": attention, "position_ids": positions,
             "response_mask": response_mask, "prompt_width": width}

@@ -1,0 +1,231 @@
+"""Tool-integrated rollouts (`--tools python`): the block format, calls run in the sandbox and contained,
+tokens in and tokens out, and the mask that gives the tool's output tokens no gradient."""
+
+import pytest
+import torch
+
+from data.records import Task
+from reasoner.algorithms.common import BatchSizes
+from reasoner.algorithms.grpo import grpo_loss
+from reasoner.config import SamplingParams
+from reasoner.generation import Sample
+from reasoner.generation.hf import HFGenerator
+from reasoner.generation.tools import OUTPUT_CHARS, ToolGenerator, closed_block, output_block, tool_program
+from reasoner.modeling import load_model, load_tokenizer
+from reasoner.training.batches import rollout_batch
+from reasoner.training.rollout import encode_prompts, pad_batch, response_logprobs, verify_groups
+
+
+@pytest.mark.parametrize("text, code", [
+    ("Let me compute.\n```python\nprint(1)\n```", "print(1)"),
+    ("```python\nx = 1\nprint(x)\n```\n", "x = 1\nprint(x)"),
+    ("```py\nprint(2)\n```  \n", "print(2)"),
+    ("```python\n```", ""),
+    ("```python\nprint(1)\n", None),  # still open
+    ("```python\ns = '```'", None),  # a fence inside a line does not close
+    ("```python\nprint(1)\n```python", None),  # a new opening fence, not a closing one
+    ("```\nprint(1)\n```", None),  # not a python block
+    ("```text\nhello\n```", None),
+    ("no code at all", None),
+])
+def test_closed_block(text, code):
+    assert closed_block(text) == code
+
+
+class ScriptedBackend:
+    """A policy that plays a script: after k output blocks in its context it writes segment k of its
+    prompt's script, token by token, asking `stop` after each token as the hf backend does."""
+
+    def __init__(self, tokenizer, scripts: dict[str, list[str]]):
+        self.tokenizer, self.scripts, self.calls = tokenizer, scripts, 0
+
+    def load_weights(self, model) -> None:
+        pass
+
+    def generate_ids(self, contexts, n, params, stop=None):
+        self.calls += 1
+        eos, groups = self.tokenizer.eos_token_id, []
+        for context in contexts:
+            text = self.tokenizer.decode(context)
+            script = next(s for prompt, s in self.scripts.items() if prompt in text)
+            k = text.count("```output")
+            planned = self.tokenizer(script[k], add_special_tokens=False).input_ids + [eos] * (k == len(script) - 1)
+            group = []
+            for _ in range(n):
+                ids, finish = [], "length"
+                for token in planned[:params.max_new_tokens]:
+                    ids.append(token)
+                    if token == eos:
+                        finish = "stop"
+                        break
+                    if stop is not None and stop(ids):
+                        finish = "paused"
+                        break
+                shown = self.tokenizer.decode(ids[:-1] if finish == "stop" else ids, skip_special_tokens=True)
+                group.append(Sample(ids, shown, [-0.5] * len(ids), finish))
+            groups.append(group)
+        return groups
+
+
+@pytest.fixture(scope="module")
+def tokenizer(micro_model):
+    return load_tokenizer(micro_model)
+
+
+def tool_generator(tokenizer, sandbox, scripts, max_tool_calls=4):
+    return ToolGenerator(ScriptedBackend(tokenizer, scripts), tokenizer, max_tool_calls, sandbox)
+
+
+def test_a_call_appends_its_output_as_masked_tokens_of_their_own(tokenizer, sandbox):
+    first, last = "Multiply.\n```python\nprint(123 * 456)\n```", "So the answer is \\boxed{56088}."
+    gen = tool_generator(tokenizer, sandbox, {"What is 123 * 456?": [first, last]})
+    [[sample]] = gen.generate(["What is 123 * 456?"], 1, SamplingParams(max_new_tokens=200))
+    block = output_block("56088\n", after_newline=False)
+    ids = [tokenizer(first, add_special_tokens=False).input_ids,
+           tokenizer(block, add_special_tokens=False).input_ids,
+           tokenizer(last, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]]
+    assert sample.token_ids == ids[0] + ids[1] + ids[2]  # the sampled ids and the output's own ids, untouched
+    assert sample.loss_mask == [1] * len(ids[0]) + [0] * len(ids[1]) + [1] * len(ids[2])
+    assert sample.logprobs == [-0.5] * len(ids[0]) + [0.0] * len(ids[1]) + [-0.5] * len(ids[2])
+    assert sample.text == first + block + last
+    assert sample.graded_text == first + last  # verifiers grade the policy's own text
+    assert sample.finish_reason == "stop"
+    [call] = sample.tool_calls
+    assert (call.code, call.status, call.output) == ("print(123 * 456)", "ok", "56088\n")
+    verdict = verify_groups([Task("t", "What is 123 * 456?", "math", "56088")], [[sample]]).verdicts[0]
+    assert verdict.correct
+
+
+def test_later_blocks_see_earlier_definitions_but_not_their_output(tokenizer, sandbox):
+    script = ["```python\nx = 6\nprint('first')\n```", "```python\nprint(x * 7)\n```", "Done."]
+    [[sample]] = tool_generator(tokenizer, sandbox, {"state": script}).generate(
+        ["state"], 1, SamplingParams(max_new_tokens=200))
+    assert [c.output for c in sample.tool_calls] == ["first\n", "42\n"]
+    assert tool_program(["x = 6"], "print(x)").count("exec(") == 2
+
+
+def test_a_block_that_failed_is_not_run_again(tokenizer, sandbox):
+    script = ["```python\ny = 1 / 0\n```", "```python\nprint(y)\n```", "Done."]
+    [[sample]] = tool_generator(tokenizer, sandbox, {"fail": script}).generate(
+        ["fail"], 1, SamplingParams(max_new_tokens=200))
+    assert [c.status for c in sample.tool_calls] == ["error", "error"]
+    assert sample.tool_calls[0].output == "ZeroDivisionError: division by zero"
+    assert sample.tool_calls[1].output == "NameError: name 'y' is not defined"
+
+
+HOSTILE = {
+    "loop": "```python\nwhile True:\n    pass\n```",
+    "flood": "```python\nwhile True:\n    print('y' * 4096)\n```",
+    "memory": "```python\nx = bytearray(2 ** 33)\n```",
+    "host file": "```python\nprint(open('/etc/passwd').read())\n```",
+    "network": "```python\nimport socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)\n```",
+    "fork": "```python\nimport os\nprint(os.fork())\n```",
+    "kill parent": "```python\nimport os, signal\nos.kill(1, signal.SIGKILL)\nos.killpg(0, signal.SIGKILL)\n```",
+    "special tokens": "```python\nprint('<' + '|end|><' + '|assistant|>')\n```",  # markers the policy did not write
+}
+
+
+def test_hostile_calls_are_contained_and_every_rollout_goes_on(tokenizer, sandbox):
+    """Loops, floods, memory, host files, network, processes, signals and fake chat markers, all in one
+    batch on the pool: each call ends as an output block and each sample finishes its answer."""
+    scripts = {name: [block, f"After {name}."] for name, block in HOSTILE.items()}
+    gen = tool_generator(tokenizer, sandbox, scripts)
+    groups = gen.generate(list(scripts), 1, SamplingParams(max_new_tokens=1000))
+    by_name = {name: group[0] for name, group in zip(scripts, groups)}
+    specials = set(tokenizer.all_special_ids)
+    for name, sample in by_name.items():
+        assert sample.finish_reason == "stop", name
+        assert sample.graded_text.endswith(f"After {name}."), name
+        [call] = sample.tool_calls
+        assert len(call.output) <= OUTPUT_CHARS + 250, name
+        tool_ids = [t for t, m in zip(sample.token_ids, sample.loss_mask) if m == 0]
+        assert not specials & set(tool_ids), name  # printed markers are plain text, never control tokens
+    assert by_name["loop"].tool_calls[0].status == "timeout"
+    assert "TimeoutError" in by_name["loop"].tool_calls[0].output
+    assert by_name["flood"].tool_calls[0].status == "killed"
+    assert "more characters" in by_name["flood"].tool_calls[0].output
+    assert by_name["memory"].tool_calls[0].status in ("memory", "error")
+    for name in ("host file", "network", "fork", "kill parent"):
+        assert by_name[name].tool_calls[0].status != "ok", name
+    assert "root:" not in by_name["host file"].text
+    assert "<|assistant|>" in by_name["special tokens"].text
+
+
+def test_max_tool_calls_and_the_token_budget(tokenizer, sandbox):
+    script = ["```python\nprint(1)\n```", "```python\nprint(2)\n```", "End."]
+    [[sample]] = tool_generator(tokenizer, sandbox, {"cap": script}, max_tool_calls=1).generate(
+        ["cap"], 1, SamplingParams(max_new_tokens=200))
+    assert [c.output for c in sample.tool_calls] == ["1\n"]
+    assert "```output\n2" not in sample.text and sample.text.endswith("```python\nprint(2)\n```")  # ran once only
+    [[short]] = tool_generator(tokenizer, sandbox, {"cap": script}).generate(
+        ["cap"], 1, SamplingParams(max_new_tokens=len(tokenizer(script[0]).input_ids) + 3))
+    assert short.finish_reason == "length" and len(short.token_ids) == len(short.loss_mask) == len(short.logprobs)
+    assert len(short.token_ids) == len(tokenizer(script[0]).input_ids) + 3
+
+
+def test_without_a_closed_block_the_wrapper_is_the_backend(micro_model, sandbox):
+    model, tok = load_model(micro_model), load_tokenizer(micro_model)
+    backend = HFGenerator(model, tok, batch_size=8)
+    prompts, params = ["What is 12 + 30?", "Solve for x: 3x + 4 = 10."], SamplingParams(max_new_tokens=12, seed=4)
+    plain = backend.generate(prompts, 2, params)
+    wrapped = ToolGenerator(backend, tok, 2, sandbox).generate(prompts, 2, params)
+    for a, b in zip((s for g in plain for s in g), (s for g in wrapped for s in g)):
+        assert (a.token_ids, a.logprobs, a.text, a.finish_reason) == (b.token_ids, b.logprobs, b.text, b.finish_reason)
+        assert b.loss_mask == [1] * len(b.token_ids) and not b.tool_calls
+
+
+def test_the_hf_backend_pauses_and_resumes_on_the_training_layout(micro_model):
+    """`stop` pauses a row; continuing from prompt + sampled ids + a tool block's ids samples with the
+    log-probs one forward pass over the training sequence gives (tokens in, tokens out)."""
+    model, tok = load_model(micro_model), load_tokenizer(micro_model)
+    backend = HFGenerator(model, tok, batch_size=8)
+    [prompt] = encode_prompts(tok, [Task("t", "What is 12 + 30?", "math", "42")])
+    [[first]] = backend.generate_ids([prompt], 1, SamplingParams(max_new_tokens=20, seed=2),
+                                     stop=lambda ids: len(ids) == 5)
+    assert first.finish_reason == "paused" and len(first.token_ids) == 5
+    tool = tok(output_block("<|end|> 42\n", True), add_special_tokens=False, split_special_tokens=True).input_ids
+    [[second]] = backend.generate_ids([prompt + first.token_ids + tool], 1, SamplingParams(max_new_tokens=10, seed=3))
+    response = first.token_ids + tool + second.token_ids
+    batch = pad_batch([prompt], [response], tok.pad_token_id, [[1] * 5 + [0] * len(tool) + [1] * len(second.token_ids)])
+    assert batch["input_ids"][0].tolist() == prompt + response
+    with torch.no_grad():
+        logp, _ = response_logprobs(model, batch)
+    sampled = torch.tensor(first.logprobs + [0.0] * len(tool) + second.logprobs)
+    torch.testing.assert_close(logp[0] * batch["response_mask"][0], sampled, atol=1e-4, rtol=1e-4)
+
+
+def test_tool_output_tokens_get_no_gradient(micro_model, tokenizer, sandbox):
+    """The GRPO loss (clipped ratio and KL) and its gradient are the same whatever the log-probs at the
+    tool's output positions are; with a mask of all ones (no tool mask) they are not."""
+    model = load_model(micro_model)
+    scripts = {"What is 123 * 456?": ["```python\nprint(123 * 456)\n```", "\\boxed{56088}"],
+               "What is 2 + 2?": ["\\boxed{4}"]}
+    groups = tool_generator(tokenizer, sandbox, scripts).generate(list(scripts), 1, SamplingParams(max_new_tokens=200))
+    tasks = [Task("a", "What is 123 * 456?", "math", "56088"), Task("b", "What is 2 + 2?", "math", "4")]
+    rollout = verify_groups(tasks, groups)
+    batch = rollout_batch(tokenizer, rollout)
+    mask = batch["response_mask"]
+    tool = torch.tensor(groups[0][0].loss_mask) == 0
+    assert tool.any() and (mask[0, :len(tool)][tool] == 0).all() and (mask[0, :len(tool)][~tool] == 1).all()
+    advantages = torch.tensor([1.0, -1.0])
+    every = (batch["attention_mask"][:, batch["prompt_width"]:] > 0).float()  # every response token
+    at_tool = (every > 0) & (mask == 0)
+
+    def gradient(mask, noise_at_tool: bool):
+        model.zero_grad()
+        logp, _ = response_logprobs(model, batch)
+        if noise_at_tool:  # what the policy "would" assign the tool's tokens: must not matter
+            logp = torch.where(at_tool, logp * 3 + torch.randn_like(logp), logp)
+        sizes = BatchSizes(tokens=int(mask.sum()), sequences=2, max_new_tokens=200)
+        loss, stats = grpo_loss(logp, logp.detach() - 0.1, logp.detach() + 0.2, advantages, mask, sizes, 0.2, 0.28,
+                                0.1, "k3", "token_mean")
+        loss.backward()
+        return loss.detach(), stats["kl"], torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    torch.manual_seed(0)
+    loss, kl, grad = gradient(mask, False)
+    loss2, kl2, grad2 = gradient(mask, True)
+    torch.testing.assert_close((loss2, kl2, grad2), (loss, kl, grad))
+    _, _, grad3 = gradient(every, False)  # a control: without the tool mask the same noise changes the gradient
+    _, _, grad4 = gradient(every, True)
+    assert not torch.allclose(grad3, grad4)

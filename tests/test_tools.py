@@ -229,3 +229,24 @@ def test_tool_output_tokens_get_no_gradient(micro_model, tokenizer, sandbox):
     _, _, grad3 = gradient(every, False)  # a control: without the tool mask the same noise changes the gradient
     _, _, grad4 = gradient(every, True)
     assert not torch.allclose(grad3, grad4)
+
+
+def test_ppo_steps_over_the_tool_output_as_if_it_were_not_there():
+    """GAE and the end-of-episode score on a response with a tool block equal those of the same response
+    with the block cut out, at every discount."""
+    from reasoner.algorithms.ppo import gae, token_rewards
+
+    torch.manual_seed(0)
+    values, kl = torch.randn(2, 7), torch.rand(2, 7)
+    mask = torch.tensor([[1, 1, 0, 0, 1, 1, 0], [1, 0, 0, 1, 1, 1, 1]], dtype=torch.float32)  # tool blocks, padding
+    for gamma, lam in ((1.0, 1.0), (0.9, 0.8)):
+        rewards = token_rewards(torch.tensor([1.0, -1.0]), kl, mask, 0.1)
+        advantages, returns = gae(rewards, values, mask, gamma, lam)
+        for row in range(2):
+            keep = mask[row] > 0
+            flat_rewards = token_rewards(torch.tensor([[1.0, -1.0][row]]), kl[row, keep][None],
+                                         torch.ones(1, int(keep.sum())), 0.1)
+            flat_adv, flat_ret = gae(flat_rewards, values[row, keep][None], torch.ones(1, int(keep.sum())), gamma, lam)
+            torch.testing.assert_close(advantages[row, keep], flat_adv[0])
+            torch.testing.assert_close(returns[row, keep], flat_ret[0])
+            assert (advantages[row, ~keep] == 0).all()

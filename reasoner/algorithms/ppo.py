@@ -27,7 +27,7 @@ def token_rewards(
 ) -> torch.Tensor:
     """r_t = -beta * kl_t on every token, plus the score on the last real token: [B, T]."""
     rewards = torch.zeros_like(mask) if kl is None else -beta * kl * mask  # [B, T]
-    last = (mask.sum(-1).long() - 1).clamp(min=0)  # [B] index of each response's last token
+    last = (mask > 0).cumsum(-1).argmax(-1)  # [B] index of each response's last token (the mask may have holes)
     return rewards.scatter_add(-1, last[:, None], score[:, None].to(rewards.dtype))  # [B, T]
 
 
@@ -38,15 +38,18 @@ def gae(
     gamma: float = 1.0,
     gae_lambda: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation (Schulman et al. 2016) as a reversed loop: (advantages, returns)."""
+    """Generalised advantage estimation (Schulman et al. 2016) as a reversed loop: (advantages, returns).
+    Tokens under a 0 of the mask are not actions (padding, a tool's output): the recursion steps over
+    them, from each action to the next one."""
     rewards, values = rewards * mask, values * mask  # after the end, value and reward are 0
     advantages = torch.zeros_like(rewards)  # [B, T]
-    last_gae = torch.zeros_like(rewards[:, 0])  # [B]
-    steps = rewards.shape[1]
-    for t in reversed(range(steps)):
-        next_value = values[:, t + 1] if t + 1 < steps else torch.zeros_like(last_gae)  # [B]
+    last_gae = torch.zeros_like(rewards[:, 0])  # [B] the advantage of the next action
+    next_value = torch.zeros_like(last_gae)  # [B] the value before the next action
+    for t in reversed(range(rewards.shape[1])):
         delta = rewards[:, t] + gamma * next_value - values[:, t]  # [B]
-        last_gae = delta + gamma * gae_lambda * last_gae
+        action = mask[:, t] > 0  # [B]
+        last_gae = torch.where(action, delta + gamma * gae_lambda * last_gae, last_gae)
+        next_value = torch.where(action, values[:, t], next_value)
         advantages[:, t] = last_gae
     advantages = advantages * mask
     return advantages, (advantages + values) * mask

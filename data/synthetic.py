@@ -1,4 +1,4 @@
-"""Built-in task families, generated from a seed: `math` and `code`.
+"""Built-in task families, generated from a seed: `math`, `code`, and `calc` for tool use.
 
 Each family yields task records (`data/records.py`) with a worked solution in `meta["solution"]` (what `sft` trains
 on). The held-out split is decided by a hash of the prompt, so train and held-out never share a prompt
@@ -8,6 +8,12 @@ With `slip_rate` above 0, that share of the math training solutions carries an a
 step (the boxed answer follows the slip), as worked solutions from an unverified teacher do; the task's
 `reference` stays right and `meta["solution_correct"]` says which solutions slipped. Imitating such data
 teaches the slips along with the method; a verifier's reward is what can take them out.
+
+`calc` is arithmetic the tiny model cannot do in its head (products of three-digit numbers, sums of four
+four-digit numbers), graded by the math verifier. CALC_TOOL_SHARE of its worked solutions call the Python
+tool (`--tools python`, reasoner/generation/tools.py) and copy its output into the answer; the others
+state the right result in one step, as a teacher who knows it would, which a small model can only imitate
+by guessing. RL with the tool is what can teach it which of the two pays.
 """
 
 from __future__ import annotations
@@ -151,6 +157,34 @@ def code_task(rng: random.Random, kind: str) -> tuple[str, dict, str]:
     return prompt, {"tests": tests}, solution
 
 
+# ----------------------------------------------------------------------------------------------- calc
+
+CALC_TOOL_SHARE = 0.5  # share of the calc training solutions that call the tool
+
+
+def calc_product(rng: random.Random) -> tuple[str, str, int]:
+    a, b = rng.randint(100, 999), rng.randint(100, 999)
+    return f"What is {a} * {b}?", f"{a} * {b}", a * b
+
+
+def calc_sum(rng: random.Random) -> tuple[str, str, int]:
+    terms = [rng.randint(1000, 9999) for _ in range(4)]
+    expression = " + ".join(map(str, terms))
+    return f"What is {expression}?", expression, sum(terms)
+
+
+# prompt, the expression as Python, its value
+CALC_KINDS: dict[str, Callable[[random.Random], tuple[str, str, int]]] = {"product": calc_product, "sum": calc_sum}
+
+
+def calc_solution(expression: str, value: int, uses_tool: bool) -> str:
+    """A worked solution: a tool call whose output is copied into the answer, or the answer in one step.
+    The output block is written as the tool writes it (`tools.output_block`)."""
+    if uses_tool:
+        return f"```python\nprint({expression})\n```\n```output\n{value}\n```\nSo it is \\boxed{{{value}}}."
+    return f"{expression} = {value}. \\boxed{{{value}}}"
+
+
 # ----------------------------------------------------------------------------------------------- split
 
 def generate(family: str, split: str, count: int, seed: int = 0, slip_rate: float = 0.0) -> list[Task]:
@@ -160,9 +194,9 @@ def generate(family: str, split: str, count: int, seed: int = 0, slip_rate: floa
         raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
     want_heldout = split == "heldout"
     rng = random.Random(f"{family}/{split}/{seed}")
-    kinds = list(MATH_KINDS if family == "math" else CODE_KINDS)
-    if family not in ("math", "code"):
-        raise ValueError(f"unknown task family {family!r}; built-in families: math, code")
+    kinds = list({"math": MATH_KINDS, "code": CODE_KINDS, "calc": CALC_KINDS}.get(family, ()))
+    if not kinds:
+        raise ValueError(f"unknown task family {family!r}; built-in families: math, code, calc")
     tasks: list[Task] = []
     seen: set[str] = set()
     attempts = 0
@@ -174,6 +208,10 @@ def generate(family: str, split: str, count: int, seed: int = 0, slip_rate: floa
         if family == "math":
             prompt, reference, solution = MATH_KINDS[kind](rng)
             verifier = "math"
+        elif family == "calc":
+            prompt, expression, value = CALC_KINDS[kind](rng)
+            uses_tool = want_heldout or random.Random(f"tool/{seed}/{prompt}").random() < CALC_TOOL_SHARE
+            reference, solution, verifier = str(value), calc_solution(expression, value, uses_tool), "math"
         else:
             prompt, reference, solution = code_task(rng, kind)
             verifier = "code"
@@ -181,6 +219,8 @@ def generate(family: str, split: str, count: int, seed: int = 0, slip_rate: floa
             continue
         seen.add(prompt)
         meta = {"source": "synthetic", "family": family, "kind": kind, "split": split, "solution": solution}
+        if family == "calc":
+            meta["solution_uses_tool"] = uses_tool
         if family == "math" and not want_heldout and slip_rate > 0:
             slips = random.Random(f"slip/{seed}/{prompt}")
             meta["solution_correct"] = slips.random() >= slip_rate

@@ -29,7 +29,7 @@ def run_stage(config: CurateConfig) -> Path:
     save_stage_config(config, output.parent, output.stem + ".config.json")
     log.info("curate: %d candidate prompts, %d samples each", len(tasks), config.samples_per_prompt)
     params = config.sampling.params(config.seed)
-    generator = make_generator(config.backend, model, tokenizer)
+    generator = make_generator(config.backend, model, tokenizer, config.sampling.tools, config.sampling.max_tool_calls)
     results = sample_and_verify(generator, tasks, config.samples_per_prompt, params, desc="curate")
     rates = []
     for r in results:

@@ -67,7 +67,8 @@ def run_stage(config: EvalConfig) -> dict:
         ks = parse_ks(config.k, config.n)
         tokenizer, model = load_tokenizer(config.model), load_model(config.model)
         log.info("eval: %s on %d tasks, n=%d, k=%s", config.model, len(tasks), config.n, ks)
-        generator = make_generator(config.backend, model, tokenizer)
+        generator = make_generator(config.backend, model, tokenizer, config.sampling.tools,
+                                   config.sampling.max_tool_calls)
         params = config.sampling.params(config.seed)
         torch.manual_seed(config.seed)
         results = sample_and_verify(generator, tasks, config.n, params, desc="eval")
@@ -78,6 +79,8 @@ def run_stage(config: EvalConfig) -> dict:
     write_json(output, report)
     overall = " ".join(f"{k}={v:.3f}" for k, v in report["overall"].items() if k.startswith("pass@") and "ci" not in k)
     log.info("eval: overall %s", overall)
+    if "tools" in report:
+        log.info("eval: tools %s", " ".join(f"{k}={v:.3f}" for k, v in report["tools"].items()))
     for family, agg in report["by"].get("family", {}).items():
         log.info("eval: %-6s pass@1=%.3f (%d tasks)", family, agg.get("pass@1", float("nan")), agg["tasks"])
     return report

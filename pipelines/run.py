@@ -51,6 +51,12 @@ def plan(config: cfg.RunConfig) -> dict[str, object]:
     sft_config = dataclasses.replace(config.sft, model=start_model, data=tasks_train, output=str(out / "sft"),
                                      steps=config.sft_steps if config.sft_steps > 0 else config.sft.steps)
     policy = str(out / "sft" / "model") if do_sft else start_model
+    tools = {"tools": config.tools, "max_tool_calls": config.max_tool_calls}  # every stage samples alike
+    for stage in ("train", "eval"):
+        given = getattr(config, stage).sampling
+        used = dataclasses.replace(given, **tools)
+        derived(f"{stage}.sampling", given, used, "--tools and --max-tool-calls hold for every stage")
+        config = dataclasses.replace(config, **{stage: dataclasses.replace(getattr(config, stage), sampling=used)})
     curate_config = dataclasses.replace(config.curate, model=policy, data=tasks_train,
                                         output=str(out / "curate" / "curated.jsonl"),
                                         sampling=dataclasses.replace(config.train.sampling))
@@ -160,10 +166,13 @@ def cfg_report(out: Path):
 
 
 def write_builtin_tasks(config: cfg.RunConfig, directory: Path) -> None:
-    """The built-in math and code families, train and held-out splits (disjoint by construction)."""
+    """The built-in math and code families (and calc if asked), train and held-out splits (disjoint by
+    construction)."""
     counts = {"math": config.math_train_tasks, "code": config.code_train_tasks}
+    if config.calc_train_tasks:
+        counts["calc"] = config.calc_train_tasks
     train_tasks = [t for fam, count in counts.items() for t in generate(fam, "train", count, config.seed, config.slip_rate)]
-    heldout = [t for fam in ("math", "code") for t in generate(fam, "heldout", config.heldout_tasks, config.seed)]
+    heldout = [t for fam in counts for t in generate(fam, "heldout", config.heldout_tasks, config.seed)]
     write_tasks(directory / "train.jsonl", train_tasks)
     write_tasks(directory / "heldout.jsonl", heldout)
     log.info("run: wrote %d training and %d held-out built-in tasks to %s", len(train_tasks), len(heldout), directory)

@@ -45,6 +45,10 @@ class SamplingConfig:
     max_new_tokens: int = opt(64, "length cap of a response, in tokens")
     temperature: float = opt(1.0, "sampling temperature")
     top_p: float = opt(1.0, "nucleus sampling mass")
+    tools: str = opt("none", "python: a ```python block a response closes runs in the sandbox and its output is "
+                             "appended before sampling goes on (README: Tool calls); none: no tools",
+                     choices=("none", "python"))
+    max_tool_calls: int = opt(4, "with --tools python: code blocks run per response, at most")
 
     def params(self, seed: int) -> SamplingParams:
         """The parameters of a generation call seeded with `seed`: the one place they are built."""
@@ -358,10 +362,15 @@ class RunConfig:
     math_train_tasks: int = opt(3000, "built-in math training tasks (more than code: the SFT model memorises "
                                       "fewer of them, so more of its errors are slips RL can remove)")
     code_train_tasks: int = opt(1500, "built-in code training tasks")
+    calc_train_tasks: int = opt(0, "built-in calc training tasks (arithmetic too long to do in one's head; half the "
+                                   "worked solutions call the Python tool): the family where --tools python pays")
     heldout_tasks: int = opt(150, "built-in held-out tasks per family")
     slip_rate: float = opt(0.5, "share of the built-in math training solutions with a slip in the last step "
                                 "(the boxed answer follows it), as an unverified teacher's would have")
     sft_steps: int = opt(-1, "override sft.steps; 0 skips sft (default: sft unless --model is given)")
+    tools: str = opt("none", "python: every stage samples with the Python tool (sets the stages' --tools)",
+                     choices=("none", "python"))
+    max_tool_calls: int = opt(4, "with --tools python: code blocks run per response, at most (every stage)")
     seed: int = opt(0, "seed of the built-in tasks and model")
     sft: SFTConfig = field(default_factory=SFTConfig)
     curate: CurateConfig = field(default_factory=CurateConfig)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from reasoner.monitoring.metrics import tool_stats
 from reasoner.sampling import TaskResult
 
 log = logging.getLogger(__name__)
@@ -78,20 +79,25 @@ def summarise(results: list[TaskResult], ks: list[int]) -> dict:
     breakdowns = {key: {name: aggregate(sub) for name, sub in sorted(groups.items())} for key, groups in by.items()}
     stops = Counter(s.finish_reason for r in results for s in r.samples)
     lengths = [len(s.token_ids) for r in results for s in r.samples]
-    return {
+    report = {
         "tasks": rows,
         "overall": aggregate(rows),
         "by": breakdowns,
         "samples": {"total": len(lengths), "truncated": stops.get("length", 0),
                     "response_length_mean": float(np.mean(lengths)) if lengths else 0.0},
     }
+    samples = [s for r in results for s in r.samples]
+    if samples and samples[0].loss_mask is not None:  # sampled with --tools python
+        correct = np.array([v.correct for r in results for v in r.verdicts])
+        report["tools"] = tool_stats([s.tool_calls for s in samples], correct)
+    return report
 
 
 def sample_records(results: list[TaskResult]) -> list[dict]:
-    """Every sample with its verdict, one JSON object each."""
+    """Every sample with its verdict, one JSON object each (with the status of each tool call, with tools)."""
     return [
         {"id": r.task.id, "sample": j, "response": s.text, "finish_reason": s.finish_reason,
          "tokens": len(s.token_ids), "correct": v.correct, "reward": v.reward, "reason": v.reason,
-         "extracted": v.extracted}
+         "extracted": v.extracted, **({"tool_calls": [c.status for c in s.tool_calls]} if s.loss_mask is not None else {})}
         for r in results for j, (s, v) in enumerate(zip(r.samples, r.verdicts))
     ]

@@ -64,3 +64,20 @@ def test_heldout_and_code_solutions_never_slip():
         tasks = generate(family, split, 100, slip_rate=0.9)
         assert all("solution_correct" not in t.meta for t in tasks)
         assert tasks == generate(family, split, 100)
+
+
+def test_calc_solutions_call_the_tool_in_its_own_format_or_answer_at_once():
+    from reasoner.generation.tools import output_block, tool_segments
+
+    tasks = generate("calc", "train", 200, seed=3)
+    uses = [t.meta["solution_uses_tool"] for t in tasks]
+    assert 0.35 < sum(uses) / len(uses) < 0.65 and {t.meta["kind"] for t in tasks} == {"product", "sum"}
+    for task in tasks:
+        solution = task.meta["solution"]
+        block = output_block(f"{task.reference}\n", after_newline=False)
+        assert (block in solution) == task.meta["solution_uses_tool"]
+        assert [by_tool for _, by_tool in tool_segments(solution)] == ([False, True, False] if block in solution
+                                                                        else [False])
+    verdicts = verifiers.verify_many([("math", t.meta["solution"], t.reference) for t in tasks])
+    assert all(v.correct for v in verdicts)
+    assert all(t.meta["solution_uses_tool"] for t in generate("calc", "heldout", 20))

@@ -8,7 +8,7 @@ from data.records import Task
 from reasoner.algorithms.common import BatchSizes
 from reasoner.algorithms.grpo import grpo_loss
 from reasoner.config import SamplingParams
-from reasoner.generation import Sample
+from reasoner.generation import Sample, make_generator
 from reasoner.generation.hf import HFGenerator
 from reasoner.generation.tools import OUTPUT_CHARS, ToolGenerator, closed_block, output_block, tool_program
 from reasoner.modeling import load_model, load_tokenizer
@@ -250,3 +250,73 @@ def test_ppo_steps_over_the_tool_output_as_if_it_were_not_there():
             torch.testing.assert_close(advantages[row, keep], flat_adv[0])
             torch.testing.assert_close(returns[row, keep], flat_ret[0])
             assert (advantages[row, ~keep] == 0).all()
+
+
+def test_sft_encodes_a_solutions_output_block_as_a_rollout_would_and_gives_it_no_loss(tokenizer):
+    from data.synthetic import generate
+    from reasoner.training.sft import collate, tokenize_pairs
+
+    tool_task = next(t for t in generate("calc", "train", 20) if t.meta["solution_uses_tool"])
+    plain_task = generate("math", "train", 1)[0]
+    (ids, prompt_len, trained), (plain_ids, plain_len, plain_trained) = tokenize_pairs(tokenizer, [tool_task, plain_task])
+    before, answer = tool_task.meta["solution"].split(output_block(f"{tool_task.reference}\n", False))
+    parts = [tokenizer(text, add_special_tokens=False).input_ids
+             for text in (before, output_block(f"{tool_task.reference}\n", False), answer)]
+    assert ids[prompt_len:] == parts[0] + parts[1] + parts[2] + [tokenizer.eos_token_id]
+    assert trained == [True] * len(parts[0]) + [False] * len(parts[1]) + [True] * (len(parts[2]) + 1)
+    assert plain_ids[plain_len:] == tokenizer(plain_task.meta["solution"]).input_ids + [tokenizer.eos_token_id]
+    assert all(plain_trained)
+    labels = collate([(ids, prompt_len, trained)], tokenizer.pad_token_id)["labels"][0, prompt_len:len(ids)]
+    assert labels.tolist() == [i if t else -100 for i, t in zip(ids[prompt_len:], trained)]
+
+
+def test_tool_metrics_in_a_training_step_and_an_eval_report(tokenizer, sandbox):
+    from reasoner.evaluation import sample_records, summarise
+    from reasoner.sampling import TaskResult
+    from reasoner.training.groups import rollout_metrics
+
+    scripts = {"What is 123 * 456?": ["```python\nprint(123 * 456)\n```", "\\boxed{56088}"],
+               "What is 2 + 2?": ["\\boxed{5}"],
+               "What is 1 / 0?": ["```python\nprint(1 / 0)\n```", "\\boxed{0}"],
+               "What is 3 + 3?": ["\\boxed{6}"]}
+    groups = tool_generator(tokenizer, sandbox, scripts).generate(list(scripts), 1, SamplingParams(max_new_tokens=200))
+    tasks = [Task("a", "What is 123 * 456?", "math", "56088"), Task("b", "What is 2 + 2?", "math", "4"),
+             Task("c", "What is 1 / 0?", "math", "1"), Task("d", "What is 3 + 3?", "math", "6")]
+    metrics = rollout_metrics(verify_groups(tasks, groups))
+    assert metrics["tool_calls_per_sample"] == 0.5 and metrics["tool_use_rate"] == 0.5
+    assert metrics["tool_error_rate"] == 0.5 and metrics["tool_timeout_rate"] == 0.0
+    assert metrics["accuracy_with_tool"] == 0.5 and metrics["accuracy_without_tool"] == 0.5
+    assert metrics["time_tool_s"] > 0
+    rollout = verify_groups(tasks, groups)
+    results = [TaskResult(t, [s], [v]) for t, s, v in zip(tasks, rollout.samples, rollout.verdicts)]
+    assert summarise(results, [1])["tools"]["tool_use_rate"] == 0.5
+    assert [r["tool_calls"] for r in sample_records(results)] == [["ok"], [], ["error"], []]
+    plain = [Sample([1], "\\boxed{4}", [-0.1], "stop"), Sample([1], "\\boxed{5}", [-0.1], "stop")]
+    assert "tool_use_rate" not in rollout_metrics(verify_groups(tasks[1:2], [plain]))  # without tools: no tool keys
+
+
+def test_every_stage_takes_tools_and_run_sets_them_for_every_stage(tmp_path, micro_model):
+    import json
+
+    from data.records import write_tasks
+    from data.synthetic import generate
+    from pipelines import run
+    from pipelines.cli import main
+    from reasoner.config import RunConfig, TrainConfig
+
+    write_tasks(tmp_path / "tasks.jsonl", generate("calc", "heldout", 2))
+    assert main(["eval", "--model", str(micro_model), "--data", str(tmp_path / "tasks.jsonl"), "--output",
+                 str(tmp_path / "eval.json"), "--n", "2", "--k", "1", "--max-new-tokens", "8", "--tools", "python",
+                 "--max-tool-calls", "2"]) == 0
+    report = json.loads((tmp_path / "eval.json").read_text())
+    assert report["tools"]["tool_calls_per_sample"] >= 0.0
+    assert json.loads((tmp_path / "eval.config.json").read_text())["sampling"]["max_tool_calls"] == 2
+    steps = run.plan(RunConfig(output=str(tmp_path / "run"), tools="python", max_tool_calls=3))
+    for stage in ("curate", "pairs", "train", "eval_start", "eval_final"):
+        assert (steps[stage].sampling.tools, steps[stage].sampling.max_tool_calls) == ("python", 3), stage
+    assert run.plan(RunConfig(output=str(tmp_path / "run")))["train"].sampling.tools == "none"
+    with pytest.raises(SystemExit):
+        main(["train", "--tools", "bash"])
+    with pytest.raises(ValueError, match="--tools python needs --backend hf"):
+        make_generator("vllm", None, None, "python")
+    assert TrainConfig().sampling.tools == "none"

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from dataclasses import dataclass, field
 
 from reasoner.config import SamplingParams
@@ -65,6 +66,7 @@ ERROR_CHARS = 200  # ... and of the error line after them
 
 _OPEN = re.compile(r"^```(?:python|py|python3)[ \t]*\n", re.M)
 _CLOSE = re.compile(r"(?:^|\n)```\s*\Z")
+_OUTPUT_BLOCK = re.compile(r"\n?```output\n.*?\n```\n", re.S)  # as `output_block` writes it
 
 
 def closed_block(text: str) -> str | None:
@@ -109,7 +111,18 @@ def output_text(result: dict) -> str:
 
 
 def output_block(output: str, after_newline: bool) -> str:
+    """The text of an output block; it starts a line of its own (with a newline of its own if need be)."""
     return f"{'' if after_newline else chr(10)}```output\n{output}{'' if output.endswith(chr(10)) else chr(10)}```\n"
+
+
+def tool_segments(text: str) -> list[tuple[str, bool]]:
+    """A written response (a worked solution for sft) as (text, written by the tool) segments: its output
+    blocks are the tool's, a newline right before one included; the rest is the policy's."""
+    segments, start = [], 0
+    for block in _OUTPUT_BLOCK.finditer(text):
+        segments += [(text[start:block.start()], False), (block.group(), True)]
+        start = block.end()
+    return [(piece, by_tool) for piece, by_tool in segments + [(text[start:], False)] if piece]
 
 
 @dataclass
@@ -119,7 +132,7 @@ class ToolCall:
     code: str
     status: str  # the sandbox's: "ok", "error", "timeout", "memory" or "killed"
     output: str  # the output block's contents, as the policy was shown them
-    seconds: float  # the sandbox's wall time for the call
+    seconds: float  # its share of the wall time its round's calls took together on the pool
 
 
 @dataclass
@@ -190,8 +203,11 @@ class ToolGenerator:
             jobs = [job("run", TOOL_TIMEOUT_S, TOOL_MEMORY_MB, output_limit=OUTPUT_LIMIT,
                         source=tool_program([c.code for c in rows[i].calls if c.status == "ok"], code))
                     for i, code in zip(calls, codes)]
-            for i, code, result in zip(calls, codes, self.sandbox.map(jobs)):
-                self._answer(rows[i], code, result, params.max_new_tokens)
+            started = time.monotonic()
+            results = self.sandbox.map(jobs)
+            share = (time.monotonic() - started) / len(jobs)
+            for i, code, result in zip(calls, codes, results):
+                self._answer(rows[i], code, result, share, params.max_new_tokens)
             active = [i for i in calls if rows[i].finish == "paused"]
             if not active:
                 break
@@ -209,7 +225,7 @@ class ToolGenerator:
         row.finish = finish
         return finish == "paused"
 
-    def _answer(self, row: _Row, code: str, result: dict, max_new_tokens: int) -> None:
+    def _answer(self, row: _Row, code: str, result: dict, seconds: float, max_new_tokens: int) -> None:
         """Append a call's output block to `row`, as tokens of its own (cut to the budget)."""
         shown = output_text(result)
         block = output_block(shown, row.texts[-1].endswith("\n"))
@@ -218,4 +234,4 @@ class ToolGenerator:
         if len(ids) >= room:
             ids, row.finish = ids[:room], "length"
         row.add(ids, [0.0] * len(ids), False, self.decode(ids))
-        row.calls.append(ToolCall(code, result["status"], shown, float(result.get("duration_s") or 0.0)))
+        row.calls.append(ToolCall(code, result["status"], shown, seconds))

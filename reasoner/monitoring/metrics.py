@@ -36,6 +36,26 @@ def length_stats(lengths: np.ndarray, correct: np.ndarray, truncated: np.ndarray
     }
 
 
+def tool_stats(calls: list[list], correct: np.ndarray) -> dict[str, float]:
+    """Tool use (`--tools python`) of a batch, from each sample's `ToolCall`s: calls per sample, the share of
+    samples that called, errors and timeouts per call, the seconds generation waited for the sandbox, and
+    the right-answer rate with and without a call (NaN where there is no such sample or call)."""
+    def mean_or_nan(x) -> float:
+        return float(np.mean(x)) if len(x) else float("nan")
+
+    used = np.array([bool(c) for c in calls])
+    statuses = [call.status for sample in calls for call in sample]
+    return {
+        "tool_calls_per_sample": float(np.mean([len(c) for c in calls])),
+        "tool_use_rate": float(used.mean()),
+        "tool_error_rate": mean_or_nan([s in ("error", "memory", "killed") for s in statuses]),
+        "tool_timeout_rate": mean_or_nan([s == "timeout" for s in statuses]),
+        "time_tool_s": float(sum(call.seconds for sample in calls for call in sample)),
+        "accuracy_with_tool": mean_or_nan(correct[used]),
+        "accuracy_without_tool": mean_or_nan(correct[~used]),
+    }
+
+
 def relative_drift(mean_now: float, baseline: list[float]) -> float:
     """Relative change of the mean response length from the mean of its baseline steps (0.1: 10% longer)."""
     return mean_now / max(1e-9, float(np.mean(baseline))) - 1.0

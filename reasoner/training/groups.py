@@ -16,7 +16,7 @@ from data.prompt_pool import PromptPool
 from data.records import Task
 from reasoner.training import distributed
 from reasoner.config import TrainConfig
-from reasoner.monitoring.metrics import length_stats
+from reasoner.monitoring.metrics import length_stats, tool_stats
 from reasoner.training.rollout import Rollout, verify_groups
 from reasoner.training.dynamic_sampling import reestimate_retired, refill_equal_groups
 from reasoner.training.loop import Learner, step_seed
@@ -75,11 +75,13 @@ def merge_rollouts(parts: list[Rollout]) -> Rollout:
 
 
 def rollout_metrics(rollout: Rollout) -> dict:
-    """Rewards, lengths, truncation and verifier health of a step's groups."""
+    """Rewards, lengths, truncation and verifier health of a step's groups (and tool use, with tools)."""
     correct = np.array([v.correct for v in rollout.verdicts])
     truncated = np.array([s.truncated for s in rollout.samples])
     rewards = rollout.rewards
+    with_tools = rollout.samples[0].loss_mask is not None  # the tool generator marks every sample
     return {
+        **(tool_stats([s.tool_calls for s in rollout.samples], correct) if with_tools else {}),
         "reward_mean": float(rewards.mean()),
         "reward_std": float(rewards.std()),
         "accuracy": float(correct.mean()),

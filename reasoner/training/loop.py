@@ -103,7 +103,8 @@ def train(config: TrainConfig, model, tokenizer, algorithm: Algorithm, heldout: 
     if main:
         keep_steps_before(metrics.path, start_step)
     distributed.barrier()
-    generator = make_generator(config.backend, model, tokenizer, dtype=rollout_dtype(config.rollout_dtype, config.zero_stage))
+    generator = make_generator(config.backend, model, tokenizer, config.sampling.tools, config.sampling.max_tool_calls,
+                               dtype=rollout_dtype(config.rollout_dtype, config.zero_stage))
     algorithm.source.start(learner, generator, state)
     history = metrics.read()
     monitor = AlarmMonitor(config.alarms, metrics.path.with_name("alarms.jsonl") if main else None, history)

@@ -1,4 +1,8 @@
-"""Supervised warm start: next-token loss on the response part of (prompt, worked solution) pairs."""
+"""Supervised warm start: next-token loss on the response part of (prompt, worked solution) pairs.
+
+A solution's output blocks (tool calls, reasoner/generation/tools.py) are the tool's, not the model's: each
+is encoded on its own, as in a rollout, and has no loss.
+"""
 
 from __future__ import annotations
 
@@ -10,34 +14,40 @@ import time
 import torch
 
 from data.records import DataError, Task
+from reasoner.generation.tools import tool_segments
 from reasoner.monitoring.metrics import progress
 from reasoner.modeling import render_prompt
 
 log = logging.getLogger(__name__)
 
 
-def tokenize_pairs(tokenizer, tasks: list[Task]) -> list[tuple[list[int], int]]:
-    """(prompt + solution + eos token ids, prompt length) for every task with a `meta.solution`."""
+def tokenize_pairs(tokenizer, tasks: list[Task]) -> list[tuple[list[int], int, list[bool]]]:
+    """(prompt + solution + eos token ids, prompt length, which response tokens have a loss) for every task
+    with a `meta.solution`."""
     examples = []
     for task in tasks:
         solution = task.meta.get("solution")
         if not isinstance(solution, str):
             raise DataError(f"task {task.id!r}: field 'meta.solution' is needed for sft")
         prompt_ids = tokenizer(render_prompt(tokenizer, task.prompt), add_special_tokens=False).input_ids
-        response_ids = tokenizer(solution, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
-        examples.append((prompt_ids + response_ids, len(prompt_ids)))
+        response_ids, trained = [], []
+        for text, by_tool in tool_segments(solution):
+            ids = tokenizer(text, add_special_tokens=False, split_special_tokens=by_tool).input_ids
+            response_ids += ids
+            trained += [not by_tool] * len(ids)
+        examples.append((prompt_ids + response_ids + [tokenizer.eos_token_id], len(prompt_ids), trained + [True]))
     return examples
 
 
-def collate(examples: list[tuple[list[int], int]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded batch; labels are -100 outside the response."""
-    width = max(len(ids) for ids, _ in examples)
+def collate(examples: list[tuple[list[int], int, list[bool]]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded batch; labels are -100 outside the response and on a tool's output."""
+    width = max(len(ids) for ids, _, _ in examples)
     input_ids = torch.full((len(examples), width), pad_id)
     labels = torch.full((len(examples), width), -100)
     attention = torch.zeros((len(examples), width), dtype=torch.long)
-    for row, (ids, prompt_len) in enumerate(examples):
+    for row, (ids, prompt_len, trained) in enumerate(examples):
         input_ids[row, :len(ids)] = torch.tensor(ids)
-        labels[row, prompt_len:len(ids)] = torch.tensor(ids[prompt_len:])
+        labels[row, prompt_len:len(ids)] = torch.tensor(ids[prompt_len:]).masked_fill(~torch.tensor(trained), -100)
         attention[row, :len(ids)] = 1
     return {"input_ids": input_ids, "labels": labels, "attention_mask": attention}
 

@@ -181,7 +181,7 @@ def calc_solution(expression: str, value: int, uses_tool: bool) -> str:
     """A worked solution: a tool call whose output is copied into the answer, or the answer in one step.
     The output block is written as the tool writes it (`tools.output_block`)."""
     if uses_tool:
-        return f"```python\nprint({expression})\n```\n```output\n{value}\n```\nSo it is \\boxed{{{value}}}."
+        return f"```python\nprint({expression})\n```\n```output\n{value}\n```\n\\boxed{{{value}}}"
     return f"{expression} = {value}. \\boxed{{{value}}}"
 
 

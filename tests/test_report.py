@@ -79,3 +79,21 @@ def test_report_without_summary_or_alarms(tmp_path):
 def test_report_of_an_empty_directory(tmp_path):
     text = write_report(tmp_path).read_text()
     assert "No training metrics" in text
+
+
+def test_a_run_with_tools_gets_the_tool_plot_and_its_sandbox_time(tmp_path):
+    fake_run(tmp_path, alarms=False)
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    for m in lines:
+        m.update({"tool_calls_per_sample": 0.8, "tool_use_rate": 0.5 + 0.02 * m["step"], "tool_error_rate": 0.1,
+                  "tool_timeout_rate": 0.0, "time_tool_s": 0.3, "accuracy_with_tool": 0.7,
+                  "accuracy_without_tool": None})
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
+    text = write_report(tmp_path).read_text()
+    assert (tmp_path / "plots" / "tools.png").is_file() and "plots/tools.png" in text
+    assert "<code>tool_use_rate</code>" in text
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    fake_run(plain, alarms=False)
+    write_report(plain)
+    assert not (plain / "plots" / "tools.png").exists()

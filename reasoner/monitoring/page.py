@@ -34,6 +34,10 @@ METRIC_ROWS = [  # key, what it is, format
     ("generate_tokens_per_s", "generation tokens/s", ".0f"), ("train_tokens_per_s", "training tokens/s", ".0f"),
     ("time_generate_s", "time: generation (s)", ".2f"), ("time_verify_s", "time: verification (s)", ".2f"),
     ("time_train_s", "time: update (s)", ".2f"), ("time_step_s", "time: whole step (s)", ".2f"),
+    ("tool_use_rate", "answers that called the tool", ".1%"), ("tool_calls_per_sample", "tool calls per answer", ".2f"),
+    ("tool_error_rate", "tool calls that failed", ".1%"), ("tool_timeout_rate", "tool calls that timed out", ".1%"),
+    ("accuracy_with_tool", "right, with a tool call", ".3f"), ("accuracy_without_tool", "right, without one", ".3f"),
+    ("time_tool_s", "time: tool calls in the sandbox (s)", ".2f"),
 ]
 
 

@@ -210,13 +210,28 @@ def plot_metrics(run_dir: Path, metrics: list[dict], config: dict | None = None,
     save(fig, ax, "groups_verifier", title, "Equal-reward groups (all right or all wrong) give GRPO no gradient. "
          "Timeouts and unparsable answers are verifier problems, not model ones.")
 
+    if any("tool_use_rate" in m for m in metrics):
+        title = "Tool calls (--tools python)"
+        fig, ax = _figure(title, "fraction")
+        _line(ax, "answers that called the tool", *series(metrics, "tool_use_rate"), COLORS["mean"])
+        _line(ax, "right, with a call", *series(metrics, "accuracy_with_tool"), COLORS["correct"], 1.5, raw=False)
+        _line(ax, "right, without a call", *series(metrics, "accuracy_without_tool"), COLORS["wrong"], 1.5, raw=False)
+        _line(ax, "calls that failed", *series(metrics, "tool_error_rate"), COLORS["p90"], 1.2, raw=False)
+        _line(ax, "calls that timed out", *series(metrics, "tool_timeout_rate"), COLORS["cap"], 1.2, raw=False)
+        ax.set_ylim(-0.02, 1.02)
+        save(fig, ax, "tools", title, "Does RL raise the use of the tool where it pays? Right-answer rates with and "
+             "without a call show whether it does; failures are the program's errors, timeouts its own kind.")
+
     title = "Where each step's time went"
     fig, ax = _figure(title, "seconds")
-    parts = [("generation", "time_generate_s", COLORS["mean"]), ("verification", "time_verify_s", COLORS["p90"]),
-             ("update", "time_train_s", COLORS["correct"]), ("held-out check", "time_heldout_s", COLORS["heldout"])]
+    parts = [("generation", "time_generate_s", COLORS["mean"]), ("tool calls (sandbox)", "time_tool_s", COLORS["kl"]),
+             ("verification", "time_verify_s", COLORS["p90"]), ("update", "time_train_s", COLORS["correct"]),
+             ("held-out check", "time_heldout_s", COLORS["heldout"])]
     steps = np.array([m["step"] for m in metrics])
     stacks = [(label, np.array([m.get(key) or 0.0 for m in metrics], dtype=float), color)
               for label, key, color in parts if any(m.get(key) for m in metrics)]
+    if any(m.get("time_tool_s") for m in metrics):  # the sandbox's share is inside the generation time
+        stacks[0] = (stacks[0][0], stacks[0][1] - stacks[1][1], stacks[0][2])
     if stacks:
         ax.stackplot(steps, *[s for _, s, _ in stacks], labels=[label for label, _, _ in stacks],
                      colors=[c for _, _, c in stacks], alpha=0.8)

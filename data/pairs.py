@@ -40,8 +40,10 @@ def pair_indices(correct: list[bool], lengths: list[int], pairs_per_prompt: int,
 
 
 def pair_records(task: Task, texts: list[str], token_ids: list[list[int]], correct: list[bool],
-                 truncated: list[bool], pairs_per_prompt: int, length_matched: bool, seed: int) -> list[dict[str, Any]]:
-    """The pair records of one prompt's verified samples (JSONL rows of `reasoner pairs`)."""
+                 truncated: list[bool], pairs_per_prompt: int, length_matched: bool, seed: int,
+                 loss_masks: list[list[int] | None] | None = None) -> list[dict[str, Any]]:
+    """The pair records of one prompt's verified samples (JSONL rows of `reasoner pairs`); samples with
+    tool calls also give each side's loss mask (`chosen_mask`, `rejected_mask`: 0 on a tool's output)."""
     rng = random.Random(f"{seed}/{task.id}")
     lengths = [len(ids) for ids in token_ids]
     rows = []
@@ -49,6 +51,8 @@ def pair_records(task: Task, texts: list[str], token_ids: list[list[int]], corre
         rows.append({
             "id": f"{task.id}/pair{k}", "task_id": task.id, "prompt": task.prompt,
             "chosen": texts[i], "rejected": texts[j], "chosen_ids": token_ids[i], "rejected_ids": token_ids[j],
+            **({"chosen_mask": loss_masks[i], "rejected_mask": loss_masks[j]}
+               if loss_masks and loss_masks[i] is not None else {}),
             "meta": {**task.meta, "chosen_length": lengths[i], "rejected_length": lengths[j],
                      "rejected_truncated": truncated[j], "pass_rate_sampled": sum(correct) / len(correct)},
         })

@@ -56,5 +56,5 @@ def sample_pairs(generator: Generator, tasks: list[Task], samples_per_prompt: in
     for r in results:
         pairs += pair_records(r.task, [s.text for s in r.samples], [s.token_ids for s in r.samples],
                               [v.correct for v in r.verdicts], [s.truncated for s in r.samples], pairs_per_prompt,
-                              length_matched, params.seed)
+                              length_matched, params.seed, [s.loss_mask for s in r.samples])
     return pairs

@@ -320,3 +320,27 @@ def test_every_stage_takes_tools_and_run_sets_them_for_every_stage(tmp_path, mic
     with pytest.raises(ValueError, match="--tools python needs --backend hf"):
         make_generator("vllm", None, None, "python")
     assert TrainConfig().sampling.tools == "none"
+
+
+def test_dpo_pairs_of_tool_samples_keep_the_mask(tokenizer, sandbox):
+    from reasoner.sampling import sample_pairs
+    from reasoner.training.dpo import pair_batch
+
+    class TwoAnswers(ScriptedBackend):  # one right answer after a call, one wrong one without
+        def generate_ids(self, contexts, n, params, stop=None):
+            groups = super().generate_ids(contexts, 1, params, stop)
+            if n == 1:
+                return groups
+            self.scripts = {"What is 123 * 456?": ["\\boxed{1}"]}
+            wrong = super().generate_ids(contexts, 1, params, stop)
+            self.scripts = scripts
+            return [groups[0] + wrong[0]]
+
+    scripts = {"What is 123 * 456?": ["```python\nprint(123 * 456)\n```", "\\boxed{56088}"]}
+    gen = ToolGenerator(TwoAnswers(tokenizer, scripts), tokenizer, 4, sandbox)
+    [pair] = sample_pairs(gen, [Task("a", "What is 123 * 456?", "math", "56088")], 2, 1, True,
+                          SamplingParams(max_new_tokens=200))
+    assert 0 in pair["chosen_mask"] and pair["rejected_mask"] == [1] * len(pair["rejected_ids"])
+    mask = pair_batch(tokenizer, [pair])["response_mask"]
+    assert mask[0, :len(pair["chosen_mask"])].tolist() == [float(m) for m in pair["chosen_mask"]]
+    assert mask[1].sum() == len(pair["rejected_ids"])

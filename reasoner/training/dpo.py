@@ -45,10 +45,12 @@ class PairBatch:
 
 
 def pair_batch(tokenizer, pairs: list[dict]) -> dict:
-    """Rows 0..P-1 are the chosen responses, rows P..2P-1 the rejected ones, each after its prompt."""
+    """Rows 0..P-1 are the chosen responses, rows P..2P-1 the rejected ones, each after its prompt (a tool's
+    output tokens, where a pair has `chosen_mask` / `rejected_mask`, have no loss)."""
     prompt_ids = encode_prompts(tokenizer, [Task(p["id"], p["prompt"], "", "") for p in pairs])
     return pad_batch(prompt_ids * 2, [p["chosen_ids"] for p in pairs] + [p["rejected_ids"] for p in pairs],
-                     tokenizer.pad_token_id)
+                     tokenizer.pad_token_id,
+                     [p.get("chosen_mask") for p in pairs] + [p.get("rejected_mask") for p in pairs])
 
 
 def sequence_logprobs(model, batch: dict, micro_batch_size: int) -> torch.Tensor:

@@ -17,7 +17,7 @@ from typing import Any
 ALGORITHMS = ("grpo", "rloo", "reinforce++", "reinforce++-baseline", "gspo", "cispo", "ppo", "dpo")  # reasoner.training.ALGORITHMS, checked by tests/test_config.py
 BACKENDS = ("hf", "vllm")
 ALARM_CHECKS = ("length_drift", "truncation", "entropy_collapse", "kl_spike", "reward_vs_heldout",
-                "rollout_mismatch")  # alarms.CHECKS
+                "rollout_mismatch", "tool_failures")  # alarms.CHECKS
 ROLLOUT_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -156,6 +156,8 @@ class AlarmConfig:
     reward_rise: float = opt(0.05, "... while the training reward rose at least this much")
     rollout_kl_max: float = opt(0.01, "alarm when the KL between the sampler's and the trainer's log-probs of the "
                                       "sampled tokens exceeds this (a mismatch the update treats as on-policy)")
+    tool_failure_max: float = opt(0.5, "alarm when more than this fraction of tool calls (--tools python) fail or "
+                                       "time out")
     stop_on_alarm: bool = opt(False, "stop training with an error when an alarm fires")
 
 

@@ -49,6 +49,8 @@ STREAMS = {  # name -> (stream that fires it, stream that does not)
                                  heldout_accuracy=lambda s: None if s % 5 else 0.3 + 0.01 * s)),
     "rollout_mismatch": (stream(rollout_logprob_kl=lambda s: 0.001 if s < 10 else 0.05, rollout_ratio_max=lambda s: 3.0),
                          stream(rollout_logprob_kl=lambda s: 0.02 if s == 12 else 0.001)),  # one noisy step
+    "tool_failures": (stream(tool_error_rate=lambda s: 0.1 if s < 10 else 0.4, tool_timeout_rate=lambda s: 0.2),
+                      stream(tool_error_rate=lambda s: 0.9 if s == 12 else 0.2, tool_timeout_rate=lambda s: 0.0)),
 }
 
 

@@ -162,6 +162,18 @@ def rollout_mismatch(history: list[dict], c: AlarmConfig) -> Optional[Alarm]:
                  f"{worst:.2f}): sample in the trainer's dtype or correct with --tis-cap", kl, c.rollout_kl_max)
 
 
+def tool_failures(history: list[dict], c: AlarmConfig) -> Optional[Alarm]:
+    """Most tool calls (`--tools python`) fail or time out: the policy's code does not work, and calls that
+    run to their time limit make every step wait for the sandbox."""
+    errors = _recent(history, "tool_error_rate", c.alarm_window)
+    timeouts = _recent(history, "tool_timeout_rate", c.alarm_window)
+    if errors is None or timeouts is None or errors + timeouts <= c.tool_failure_max:
+        return None
+    return Alarm(history[-1]["step"], "tool_failures",
+                 f"{errors + timeouts:.0%} of tool calls failed ({errors:.0%}) or timed out ({timeouts:.0%}) over the "
+                 f"last {c.alarm_window} steps (limit {c.tool_failure_max:.0%})", errors + timeouts, c.tool_failure_max)
+
+
 CHECKS: dict[str, Callable[[list[dict], AlarmConfig], Optional[Alarm]]] = {
     "length_drift": length_drift,
     "truncation": truncation,
@@ -169,6 +181,7 @@ CHECKS: dict[str, Callable[[list[dict], AlarmConfig], Optional[Alarm]]] = {
     "kl_spike": kl_spike,
     "reward_vs_heldout": reward_vs_heldout,
     "rollout_mismatch": rollout_mismatch,
+    "tool_failures": tool_failures,
 }
 
 

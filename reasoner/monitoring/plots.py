@@ -23,7 +23,7 @@ COLORS = {"reward": "#1f77b4", "heldout": "#d62728", "accuracy": "#9467bd", "mea
           "correct": "#2ca02c", "wrong": "#d62728", "cap": "#7f0000", "entropy": "#9467bd", "kl": "#ff7f0e",
           "start": "#9aa5b1", "final": "#1f77b4", "alarm": "#d62728"}
 ALARM_PLOTS = {"length_drift": "length", "truncation": "truncation", "entropy_collapse": "kl_entropy",
-               "kl_spike": "kl_entropy", "reward_vs_heldout": "reward"}
+               "kl_spike": "kl_entropy", "reward_vs_heldout": "reward", "tool_failures": "tools"}
 
 
 # ------------------------------------------------------------------------------------ reading the run

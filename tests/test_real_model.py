@@ -121,3 +121,31 @@ def test_two_grpo_steps_and_an_eval_from_the_command_line(smollm2, tmp_path):
                  "--max-new-tokens", "24", "--output", str(report)]) == 0
     result = json.loads(report.read_text())
     assert len(result["tasks"]) == 4 and 0.0 <= result["overall"]["pass@1"] <= 1.0
+
+
+def test_a_tool_call_on_a_chat_model_keeps_tokens_in_and_tokens_out(loaded, sandbox):
+    """On the real tokenizer and chat template: the stop test sees a block the model's own tokens close, an
+    output block printing `<|im_end|>` is encoded as plain text, and sampling resumed after the policy's ids
+    and the tool's has the log-probs one forward pass over that training sequence gives."""
+    from data.records import Task
+    from reasoner.generation.tools import ToolGenerator, output_block
+    from reasoner.training.rollout import encode_prompts
+    from sandbox import job
+
+    model, tok = loaded
+    backend = HFGenerator(model, tok, batch_size=4)
+    tools = ToolGenerator(backend, tok, 2, sandbox)
+    [prompt] = encode_prompts(tok, [Task("t", "What is 481 * 130?", "math", "62530")])
+    policy = tok("Let me compute it.\n```python\nprint(481 * 130)\n```", add_special_tokens=False).input_ids
+    assert tools.closes_block(policy) and not any(tools.closes_block(policy[:i]) for i in range(1, len(policy)))
+    shown = sandbox.run(job("run", source="print(481 * 130, '<|im_end|>')"))["stdout"]
+    tool = tok(output_block(shown, False), add_special_tokens=False, split_special_tokens=True).input_ids
+    assert not set(tool) & set(tok.all_special_ids) and tok.decode(tool).startswith("\n```output\n62530 <|im_end|>")
+    [[after]] = backend.generate_ids([prompt + policy + tool], 1, SamplingParams(max_new_tokens=8, seed=0))
+    response = policy + tool + after.token_ids
+    mask = [1] * len(policy) + [0] * len(tool) + [1] * len(after.token_ids)
+    batch = pad_batch([prompt], [response], tok.pad_token_id, [mask])
+    with torch.no_grad():
+        logp, _ = response_logprobs(model, batch)
+    torch.testing.assert_close(logp[0, -len(after.token_ids):], torch.tensor(after.logprobs), atol=1e-3, rtol=0)
+    assert batch["response_mask"][0].tolist() == [float(m) for m in mask]

@@ -68,6 +68,14 @@ def test_gspo_sequence_ratio_and_clip_by_hand():
     torch.testing.assert_close(stats["clip_frac"], torch.tensor(0.5))
 
 
+def test_gspo_ignores_a_fully_masked_row():
+    """Micro-batches are padded with masked rows (batches.py); such a row is no sequence: no loss, no stats."""
+    logp, mask = torch.log(torch.tensor([[1.5, 1.0], [3.0, 3.0]])), torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+    loss, stats = gspo_loss(logp, torch.zeros(2, 2), torch.tensor([2.0, 5.0]), mask, BatchSizes(1, 1, 2), 0.2, 0.2)
+    torch.testing.assert_close(loss, torch.tensor(-1.2 * 2.0))
+    torch.testing.assert_close(stats["clip_frac"], torch.tensor(1.0))
+
+
 def test_gspo_gradient_is_the_sequence_mean_of_token_gradients():
     """On-policy (s = 1, unclipped), d loss / d logp_t = -A_i / |y_i| / B for each real token."""
     logp = torch.zeros(2, 3, requires_grad=True)

@@ -30,9 +30,11 @@ def gspo_loss(
     s = torch.exp(log_s)  # [B] sequence importance ratio
     clipped = torch.clamp(s, 1.0 - clip_low, 1.0 + clip_high)  # [B]
     per_sequence = -torch.minimum(s * advantages, clipped * advantages)  # [B]
+    real = (mask.sum(-1) > 0).to(per_sequence.dtype)  # [B]; a fully masked row (padding of a micro-batch) is no sequence
     if is_weights is not None:
         per_sequence = per_sequence * is_weights
-    loss = per_sequence.sum() / sizes.sequences
-    stats = {"clip_frac": ((s < 1.0 - clip_low) | (s > 1.0 + clip_high)).float().mean().detach(),
-             "ratio_mean": s.mean().detach(), "token_ratio_mean": masked_mean(torch.exp(logp - old_logp), mask).detach()}
+    loss = (per_sequence * real).sum() / sizes.sequences
+    clipped_out = ((s < 1.0 - clip_low) | (s > 1.0 + clip_high)).to(s.dtype)  # [B]
+    stats = {"clip_frac": masked_mean(clipped_out, real).detach(), "ratio_mean": masked_mean(s, real).detach(),
+             "token_ratio_mean": masked_mean(torch.exp(logp - old_logp), mask).detach()}
     return loss, stats

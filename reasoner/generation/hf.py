@@ -8,6 +8,7 @@ tokens are drawn by inverse CDF with one explicitly seeded
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable
 
@@ -43,8 +44,13 @@ def sample_tokens(logits: torch.Tensor, params: SamplingParams, rng: torch.Gener
 class HFGenerator:
     """Batched sampling with a KV cache on a Hugging Face causal LM."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, batch_size: int = 256, drop_fraction: float = 1 / 16):
-        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+    def __init__(self, model: torch.nn.Module, tokenizer, batch_size: int = 256, drop_fraction: float = 1 / 16,
+                 dtype: torch.dtype | None = None):
+        self.tokenizer, self.batch_size = tokenizer, batch_size
+        # In another dtype than the policy's (`--rollout-dtype`), the sampler is a copy of the policy in that
+        # dtype, refreshed from the policy after every update: a mismatch between sampler and trainer, made.
+        self.dtype = dtype if dtype is not None and dtype != next(model.parameters()).dtype else None
+        self.model = copy.deepcopy(model).to(self.dtype) if self.dtype else model
         # Dropping ended rows copies the whole KV cache, so it waits until this fraction of the batch has
         # ended (0: at every end); until then ended rows ride along and their tokens are ignored.
         self.drop_fraction = drop_fraction
@@ -53,7 +59,10 @@ class HFGenerator:
         self.cache_kwarg = "cache" if "cache" in params else "past_key_values"
 
     def load_weights(self, model: torch.nn.Module) -> None:
-        self.model = model  # the policy itself: nothing to copy
+        if self.dtype:
+            self.model.load_state_dict(model.state_dict())  # cast into the sampler's dtype
+        else:
+            self.model = model  # the policy itself: nothing to copy
 
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
         texts = [render_prompt(self.tokenizer, p) for p in prompts]

@@ -93,13 +93,15 @@ def _model_of(llm):
 
 
 class VLLMGenerator:
-    def __init__(self, model: torch.nn.Module, tokenizer, gpu_memory_utilization: float = 0.3, **_):
+    def __init__(self, model: torch.nn.Module, tokenizer, gpu_memory_utilization: float = 0.3,
+                 dtype: torch.dtype | None = None, **_):
         import vllm  # the optional extra; only here
 
         self.tokenizer = tokenizer
         self.eos_ids = stop_token_ids(model, tokenizer)
         self.tied = bool(getattr(model.config, "tie_word_embeddings", False))
-        self.llm = vllm.LLM(model=model.name_or_path, dtype=str(next(model.parameters()).dtype).split(".")[-1],
+        dtype = dtype or next(model.parameters()).dtype  # vLLM casts the weights it is sent into its own dtype
+        self.llm = vllm.LLM(model=model.name_or_path, dtype=str(dtype).split(".")[-1],
                             gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True)
         self._vllm = vllm
 

@@ -104,6 +104,14 @@ def test_later_blocks_see_earlier_definitions_but_not_their_output(tokenizer, sa
     assert tool_program(["x = 6"], "print(x)").count("exec(") == 2
 
 
+def test_an_exit_in_an_earlier_block_ends_only_that_block_when_it_runs_again(tokenizer, sandbox):
+    script = ["```python\nimport sys\nx = 6\nsys.exit()\n```", "```python\ny = 7\n```",
+              "```python\nprint(x * y)\n```", "Done."]
+    [[sample]] = tool_generator(tokenizer, sandbox, {"exit": script}).generate(
+        ["exit"], 1, SamplingParams(max_new_tokens=300))
+    assert [(c.status, c.output) for c in sample.tool_calls] == [("ok", ""), ("ok", ""), ("ok", "42\n")]
+
+
 def test_a_block_that_failed_is_not_run_again(tokenizer, sandbox):
     script = ["```python\ny = 1 / 0\n```", "```python\nprint(y)\n```", "Done."]
     [[sample]] = tool_generator(tokenizer, sandbox, {"fail": script}).generate(

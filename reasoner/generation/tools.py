@@ -80,12 +80,15 @@ def closed_block(text: str) -> str | None:
 
 
 def tool_program(earlier: list[str], code: str) -> str:
-    """The program of a call: the earlier blocks run again silently, then `code` (tracebacks name blocks)."""
+    """The program of a call: the earlier blocks run again silently (an `exit()` in one ends only that
+    block), then `code`; tracebacks name the blocks."""
     lines = ["import contextlib as _tool_contextlib, io as _tool_io"]
     if earlier:
         lines.append("with _tool_contextlib.redirect_stdout(_tool_io.StringIO()), "
                      "_tool_contextlib.redirect_stderr(_tool_io.StringIO()):")
-        lines += [f"    exec(compile({block!r}, '<block {i + 1}>', 'exec'))" for i, block in enumerate(earlier)]
+        for i, block in enumerate(earlier):
+            lines += ["    with _tool_contextlib.suppress(SystemExit):",
+                      f"        exec(compile({block!r}, '<block {i + 1}>', 'exec'))"]
     lines.append(f"exec(compile({code!r}, '<block {len(earlier) + 1}>', 'exec'))")
     return "\n".join(lines) + "\n"
 

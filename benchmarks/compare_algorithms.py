@@ -181,7 +181,6 @@ def main(argv: list[str] | None = None) -> int:
     prepare_shared(out / "shared", values)
     done = {(r["algo"], r["seed"]): r for r in json.loads((out / "compare.json").read_text())} \
         if (out / "compare.json").is_file() else {}  # a rerun goes on where it stopped
-    rows = []
     for seed in (int(s) for s in args.seeds.split(",")):  # seed-major: a partial run has every algorithm
         for name in args.algos.split(","):
             if (name, seed) not in done:
@@ -191,9 +190,9 @@ def main(argv: list[str] | None = None) -> int:
                 config_file.write_text(json.dumps(run_values(values, name, seed), indent=2))
                 done[name, seed] = row(name, seed, run_dir, measured_run(VARIANTS.get(name, (name,))[0], run_dir,
                                                                          config_file))
-            rows.append(done[name, seed])
-            (out / "compare.json").write_text(json.dumps(list(done.values()), indent=2))
-    text = table(rows)
+                (out / "compare.json").write_text(json.dumps(list(done.values()), indent=2))
+    text = table(list(done.values()))  # every run in OUTPUT, this invocation's and earlier ones'
+
     (out / "compare.md").write_text(text + "\n")
     print(text)
     return 0

@@ -74,6 +74,16 @@ def all_gather_objects(obj: Any) -> list[Any]:
     return out
 
 
+def sum_gradients(params: list[torch.nn.Parameter]) -> None:
+    """Sum each parameter's gradient over ranks; a rank without one adds zeros (so every rank joins)."""
+    if not dist.is_initialized():
+        return
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        dist.all_reduce(p.grad)
+
+
 def device() -> torch.device:
     if torch.cuda.is_available():
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
@@ -104,7 +114,9 @@ def param_groups(model: torch.nn.Module, extra_modules: list[tuple[torch.nn.Modu
 
 
 class TorchEngine(WarmupSchedule):
-    """One process: AdamW, linear warm-up, gradient clipping."""
+    """Plain PyTorch: AdamW, linear warm-up, gradient clipping. The policy's engine in one process; with several
+    ranks, a small module trained beside the DeepSpeed engine (PPO's value head), its gradients summed over
+    ranks before the step (each rank's loss is its share of the global loss)."""
 
     def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
                  extra_modules: list[tuple[torch.nn.Module, float]] = (), weight_decay: float = 0.0):
@@ -118,19 +130,24 @@ class TorchEngine(WarmupSchedule):
 
     def step(self) -> float:
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        sum_gradients(params)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(grad_norm)
 
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+
     def save(self, directory: Path) -> None:
-        torch.save({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()},
-                   directory / "optimizer.pt")
+        torch.save(self.state_dict(), directory / "optimizer.pt")
 
     def load(self, directory: Path) -> None:
-        blob = torch.load(directory / "optimizer.pt", weights_only=False)
-        self.optimizer.load_state_dict(blob["optimizer"])
-        self.scheduler.load_state_dict(blob["scheduler"])
+        self.load_state_dict(torch.load(directory / "optimizer.pt", weights_only=False))
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         return self.module.state_dict()
@@ -159,8 +176,8 @@ class DeepSpeedEngine(WarmupSchedule):
         }
         optimizer = torch.optim.AdamW(param_groups(model, extra_modules), lr=lr, betas=(0.9, 0.99),
                                       weight_decay=weight_decay)
-        # DeepSpeed trains only parameters of the module it wraps: the policy and any extra module (PPO's value
-        # head) go in together; the trainer still calls the policy itself, and `self.module` is the policy.
+        # DeepSpeed trains only parameters of the module it wraps: the policy and any extra module go in
+        # together; the trainer still calls the policy itself, and `self.module` is the policy.
         wrapped = torch.nn.ModuleList([model, *(module for module, _ in extra_modules)]) if extra_modules else model
         self.engine, self.optimizer, _, _ = deepspeed.initialize(model=wrapped, optimizer=optimizer, config=config)
         # Our own schedule, stepped once per training step whatever the number of optimiser steps in it.

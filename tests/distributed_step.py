@@ -1,4 +1,4 @@
-"""One update of GRPO, PPO or DPO on a fixed batch, in one process or as one of several ranks (run by
+"""One update of any --algo (GRPO, RLOO, REINFORCE++, GSPO, CISPO, PPO, DPO) on a fixed batch, in one process or as one of several ranks (run by
 test_distributed.py).
 
     python tests/distributed_step.py MODEL OUT.pt [STAGE [MICRO [ALGO]]]                                # one process
@@ -16,9 +16,9 @@ from reasoner.generation import Sample
 from reasoner.modeling import load_model, load_tokenizer
 from reasoner.training.rollout import Rollout
 from reasoner.training.dpo import PairBatch, dpo_update, reference_logprobs
-from reasoner.training.grpo import grpo_update
+from reasoner.training.policy_gradient import Settings, policy_gradient_update
 from reasoner.training.loop import Learner
-from reasoner.training.ppo import PPO
+from reasoner.training.ppo import PPO, PPOSettings
 from verifiers import Verdict
 
 GROUPS, GROUP_SIZE, PAIRS = 4, 4, 6
@@ -52,25 +52,22 @@ def main(model_dir: str, out: str, zero_stage: int = 2, micro_batch_size: int = 
     rank, world = distributed.rank(), distributed.world_size()
     torch.manual_seed(0)
     model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
-    config = TrainConfig(lr=1e-2, warmup_steps=1, micro_batch_size=micro_batch_size, beta=0.1 if algo == "ppo" else 0.0,
+    config = TrainConfig(lr=1e-2, warmup_steps=1, micro_batch_size=micro_batch_size, beta=0.1 if algo.startswith(("ppo", "reinforce++")) else 0.0,
                          grad_clip=1e9, zero_stage=zero_stage, ppo=PPOConfig(critic_lr=1e-2))
-    reference = distributed.frozen_copy(model, zero_stage) if algo in ("ppo", "dpo") else None
-    ppo = PPO(config, model.config.hidden_size) if algo == "ppo" else None
-    extra = [(ppo.head, config.ppo.critic_lr)] if ppo else []
-    engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip, extra,
-                                     zero_stage=zero_stage)
+    reference = distributed.frozen_copy(model, zero_stage) if config.beta or algo == "dpo" else None
+    ppo = PPO(PPOSettings.of(config), model.config.hidden_size) if algo == "ppo" else None
+    engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip, zero_stage=zero_stage)
     learner = Learner(model, tokenizer, engine, reference)
     if algo == "dpo":
         pairs = fixed_pairs(tokenizer)
         ref = reference_logprobs(reference, tokenizer, pairs, 4, __import__("pathlib").Path(out + ".ref.pt"))
-        stats = dpo_update(config, learner, PairBatch(pairs, ref))
+        stats = dpo_update(config.dpo, config.micro_batch_size, learner, PairBatch(pairs, ref))
     else:
         rollout = fixed_rollout(tokenizer, range(GROUPS)[rank::world])
-        stats = ppo.update(learner, rollout) if ppo else grpo_update(config, learner, rollout)
+        stats = ppo.update(learner, rollout) if ppo else policy_gradient_update(Settings.of(algo, config), learner, rollout)
     weights = engine.full_state_dict()
-    if ppo:
-        with distributed.gathered_parameters(ppo.head, zero_stage):
-            weights = {**weights, **{f"value_head.{k}": v.detach().clone() for k, v in ppo.head.state_dict().items()}}
+    if ppo:  # the value head has its own optimiser, outside the engine: whole on every rank
+        weights = {**weights, **{f"value_head.{k}": v for k, v in ppo.head.state_dict().items()}}
     if distributed.is_main():
         torch.save({"weights": {k: v.detach().clone() for k, v in weights.items()}, "loss": stats["loss"],
                     "grad_norm": stats["grad_norm"], "stats": stats}, out)

@@ -18,6 +18,7 @@ import logging
 import os
 import random
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -27,13 +28,29 @@ from data.pairs import pair_summary
 from data.records import Task, read_jsonl, write_jsonl
 from reasoner.training import distributed
 from reasoner.algorithms.dpo import chosen_nll, preference_loss
-from reasoner.config import TrainConfig
+from reasoner.config import DPOConfig, SamplingConfig, TrainConfig
 from reasoner.training.rollout import encode_prompts, micro_batches, pad_batch, response_logprobs
 from reasoner.sampling import sample_pairs
 from reasoner.training.batches import add_shares, global_micro_count, reduce_sums
 from reasoner.training.loop import Algorithm, Learner, step_seed
 
 log = logging.getLogger("reasoner.train")
+
+
+@dataclass(frozen=True)
+class DPOSettings:
+    """What DPO's rounds of pairs read, taken from the training config once (`DPOSettings.of`)."""
+
+    dpo: DPOConfig
+    sampling: SamplingConfig  # of the answers each round pairs
+    output: Path  # each round's pairs and reference log-probs go into output/round-K
+    seed: int
+    micro_batch_size: int
+    zero_stage: int
+
+    @classmethod
+    def of(cls, c: TrainConfig) -> DPOSettings:
+        return cls(c.dpo, c.sampling, Path(c.output), c.seed, c.micro_batch_size, c.zero_stage)
 
 
 @dataclass
@@ -88,8 +105,8 @@ class PairSource:
     a round's pairs are kept in its directory, so a resumed round trains on the same pairs in the same order.
     """
 
-    def __init__(self, config: TrainConfig, tasks: list[Task]):
-        self.config, self.tasks = config, tasks
+    def __init__(self, settings: DPOSettings, tasks: list[Task]):
+        self.s, self.tasks = settings, tasks
         self.round, self.round_start, self.batches = -1, 0, []
 
     def start(self, learner: Learner, generator, state: dict | None) -> None:
@@ -102,7 +119,7 @@ class PairSource:
 
     def finished(self, step: int) -> bool:
         while step >= self.round_start + len(self.batches):
-            if self.round + 1 >= self.config.dpo.dpo_rounds:
+            if self.round + 1 >= self.s.dpo.dpo_rounds:
                 return True
             self.open_round(self.round + 1, self.round_start + len(self.batches))
         return False
@@ -122,18 +139,18 @@ class PairSource:
         }
 
     def open_round(self, round_: int, start: int) -> None:
-        config, dpo = self.config, self.config.dpo
-        round_dir = Path(config.output) / f"round-{round_}"
+        s, dpo = self.s, self.s.dpo
+        round_dir = s.output / f"round-{round_}"
         self.pairs = self.round_pairs(round_, round_dir)
         if not self.pairs and round_ == 0:
             raise ValueError("dpo: no pairs (no prompt had both a right and a wrong sample); curate a band first")
         if not self.pairs:
             log.warning("dpo: round %d found no (right, wrong) pair; the policy is left as it is", round_)
         self.ref = reference_logprobs(self.learner.reference, self.learner.tokenizer, self.pairs,
-                                      config.micro_batch_size, round_dir / "ref_logps.pt")
+                                      s.micro_batch_size, round_dir / "ref_logps.pt")
         self.sampled_accuracy = float(np.mean([p["meta"].get("pass_rate_sampled", np.nan) for p in self.pairs]
                                               or [np.nan]))
-        order_rng = random.Random(f"{config.seed}/{round_}")
+        order_rng = random.Random(f"{s.seed}/{round_}")
         self.batches = []
         for _ in range(dpo.dpo_epochs):
             order = order_rng.sample(range(len(self.pairs)), len(self.pairs))
@@ -143,17 +160,17 @@ class PairSource:
 
     def round_pairs(self, round_: int, round_dir: Path) -> list[dict]:
         """The given pairs file (round 0), a round's pairs already sampled, or freshly sampled ones."""
-        config, dpo = self.config, self.config.dpo
+        s, dpo = self.s, self.s.dpo
         if round_ == 0 and dpo.pairs:
             return read_jsonl(dpo.pairs)
         if (round_dir / "pairs.jsonl").is_file():
             return read_jsonl(round_dir / "pairs.jsonl")
         tasks = self.tasks
         if 0 < dpo.prompts_per_round < len(tasks):
-            tasks = random.Random(f"{config.seed}/prompts/{round_}").sample(tasks, dpo.prompts_per_round)
-        with distributed.gathered_parameters(self.learner.model, config.zero_stage):
+            tasks = random.Random(f"{s.seed}/prompts/{round_}").sample(tasks, dpo.prompts_per_round)
+        with distributed.gathered_parameters(self.learner.model, s.zero_stage):
             pairs = sample_pairs(self.generator, tasks, dpo.samples_per_prompt, dpo.pairs_per_prompt,
-                                 dpo.length_matched, config.sampling.params(step_seed(config.seed, round_)))
+                                 dpo.length_matched, s.sampling.params(step_seed(s.seed, round_)))
         if distributed.is_main():
             write_jsonl(round_dir / "pairs.jsonl", pairs)
         distributed.barrier()
@@ -161,12 +178,12 @@ class PairSource:
         return pairs
 
 
-def dpo_update(config: TrainConfig, learner: Learner, batch: PairBatch) -> dict:
+def dpo_update(dpo: DPOConfig, micro_batch_size: int, learner: Learner, batch: PairBatch) -> dict:
     """One optimiser step on this rank's share of the step's pairs; statistics of the whole (global) batch."""
-    dpo, rank, world = config.dpo, distributed.rank(), distributed.world_size()
+    rank, world = distributed.rank(), distributed.world_size()
     total = len(batch.pairs)
     mine = list(range(rank, total, world))
-    per_micro = max(1, config.micro_batch_size // 2)  # a pair is two rows
+    per_micro = max(1, micro_batch_size // 2)  # a pair is two rows
     chunks = [mine[i:i + per_micro] for i in range(0, len(mine), per_micro)] or [[0]]  # [0]: weight 0 below
     weights = [len(c) / total for c in chunks] if mine else [0.0]
     count = global_micro_count(len(mine), per_micro)
@@ -201,5 +218,5 @@ def dpo_algorithm(config: TrainConfig, model, tasks: list[Task]) -> Algorithm:
     dpo = config.dpo
     log.info("dpo: loss %s%s", dpo.dpo_loss, f" + {dpo.nll_coef} x NLL of the chosen answer (RPO; --nll-coef 0 is "
              "plain DPO)" if dpo.nll_coef else " (plain DPO: --nll-coef 0)")
-    return Algorithm("dpo", PairSource(config, tasks), lambda learner, batch: dpo_update(config, learner, batch),
-                     needs_reference=True)
+    return Algorithm("dpo", PairSource(DPOSettings.of(config), tasks),
+                     partial(dpo_update, dpo, config.micro_batch_size), needs_reference=True)

@@ -6,8 +6,8 @@
 The same batch for both: `--prompts` built-in math train prompts through the chat template, `--n` samples
 each, at most `--max-new-tokens`, temperature 1, no top-k or top-p. `model.generate` gets the prompts
 left-padded with `do_sample=True, num_return_sequences=n`; HFGenerator encodes each prompt once and copies
-its cache n times, and drops rows that have ended. A generated token is one up to and including the
-end-of-sequence token (padding after it is not counted). The two alternate, after one untimed call each.
+its cache n times, and drops rows that have ended. Both stop on the same ids (`stop_token_ids`). A generated
+token is one up to and including the end-of-sequence token (padding after it is not counted). The two alternate, after one untimed call each.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import torch  # noqa: E402
 
 from data.synthetic import generate as builtin_tasks  # noqa: E402
 from reasoner.config import SamplingParams  # noqa: E402
+from reasoner.generation import stop_token_ids  # noqa: E402
 from reasoner.generation.hf import HFGenerator  # noqa: E402
 from reasoner.modeling import render_prompt  # noqa: E402
 
@@ -40,12 +41,14 @@ def hf_generate(model, tokenizer, prompts: list[str], n: int, max_new_tokens: in
     torch.manual_seed(seed)
     texts = [render_prompt(tokenizer, p) for p in prompts]
     enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    eos_ids = torch.tensor(sorted(stop_token_ids(model, tokenizer)))  # the ids HFGenerator stops on
     out = model.generate(**enc, do_sample=True, num_return_sequences=n, max_new_tokens=max_new_tokens,
                          temperature=1.0, top_k=0, top_p=1.0, pad_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id)
+                         eos_token_id=eos_ids.tolist())
     new = out[:, enc.input_ids.shape[1]:]  # [P * n, T]
-    ended = (new == tokenizer.eos_token_id).int().cumsum(-1)
-    return int(((ended == 0) | ((ended == 1) & (new == tokenizer.eos_token_id))).sum())  # up to the first EOS
+    is_eos = torch.isin(new, eos_ids)
+    ended = is_eos.int().cumsum(-1)
+    return int(((ended == 0) | ((ended == 1) & is_eos)).sum())  # up to the first end-of-sequence token
 
 
 def main() -> None:

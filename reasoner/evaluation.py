@@ -86,10 +86,14 @@ def summarise(results: list[TaskResult], ks: list[int]) -> dict:
         "samples": {"total": len(lengths), "truncated": stops.get("length", 0),
                     "response_length_mean": float(np.mean(lengths)) if lengths else 0.0},
     }
-    samples = [s for r in results for s in r.samples]
-    if samples and samples[0].loss_mask is not None:  # sampled with --tools python
-        correct = np.array([v.correct for r in results for v in r.verdicts])
-        report["tools"] = tool_stats([s.tool_calls for s in samples], correct)
+    if results and results[0].samples and results[0].samples[0].loss_mask is not None:  # sampled with --tools python
+        def tools_of(part: list[TaskResult]) -> dict:
+            correct = np.array([v.correct for r in part for v in r.verdicts])
+            return tool_stats([s.tool_calls for r in part for s in r.samples], correct)
+
+        report["tools"] = tools_of(results)
+        for family in breakdowns.get("family", {}):
+            breakdowns["family"][family]["tools"] = tools_of([r for r in results if r.task.family == family])
     return report
 
 

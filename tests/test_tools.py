@@ -297,7 +297,8 @@ def test_tool_metrics_in_a_training_step_and_an_eval_report(tokenizer, sandbox):
     assert metrics["time_tool_s"] > 0
     rollout = verify_groups(tasks, groups)
     results = [TaskResult(t, [s], [v]) for t, s, v in zip(tasks, rollout.samples, rollout.verdicts)]
-    assert summarise(results, [1])["tools"]["tool_use_rate"] == 0.5
+    report = summarise(results, [1])
+    assert report["tools"]["tool_use_rate"] == 0.5 and report["by"]["family"]["math"]["tools"]["tool_use_rate"] == 0.5
     assert [r["tool_calls"] for r in sample_records(results)] == [["ok"], [], ["error"], []]
     plain = [Sample([1], "\\boxed{4}", [-0.1], "stop"), Sample([1], "\\boxed{5}", [-0.1], "stop")]
     assert "tool_use_rate" not in rollout_metrics(verify_groups(tasks[1:2], [plain]))  # without tools: no tool keys

@@ -31,6 +31,8 @@ METRIC_ROWS = [  # key, what it is, format
     ("kl", "KL to the reference", ".4f"), ("entropy", "entropy (nats/token)", ".3f"),
     ("clip_frac_low", "clipped, low side", ".2%"), ("clip_frac_high", "clipped, high side", ".2%"),
     ("grad_norm", "gradient norm", ".3g"), ("lr", "learning rate", ".2e"),
+    ("rollout_logprob_kl", "KL(sampler || trainer) per token", ".2e"),
+    ("rollout_ratio_max", "largest token ratio trainer/sampler", ".3f"),
     ("generate_tokens_per_s", "generation tokens/s", ".0f"), ("train_tokens_per_s", "training tokens/s", ".0f"),
     ("time_generate_s", "time: generation (s)", ".2f"), ("time_verify_s", "time: verification (s)", ".2f"),
     ("time_train_s", "time: update (s)", ".2f"), ("time_step_s", "time: whole step (s)", ".2f"),

@@ -23,7 +23,8 @@ COLORS = {"reward": "#1f77b4", "heldout": "#d62728", "accuracy": "#9467bd", "mea
           "correct": "#2ca02c", "wrong": "#d62728", "cap": "#7f0000", "entropy": "#9467bd", "kl": "#ff7f0e",
           "start": "#9aa5b1", "final": "#1f77b4", "alarm": "#d62728"}
 ALARM_PLOTS = {"length_drift": "length", "truncation": "truncation", "entropy_collapse": "kl_entropy",
-               "kl_spike": "kl_entropy", "reward_vs_heldout": "reward", "tool_failures": "tools"}
+               "kl_spike": "kl_entropy", "reward_vs_heldout": "reward", "tool_failures": "tools",
+               "rollout_mismatch": "mismatch"}
 
 
 # ------------------------------------------------------------------------------------ reading the run
@@ -209,6 +210,23 @@ def plot_metrics(run_dir: Path, metrics: list[dict], config: dict | None = None,
     ax.set_ylim(-0.02, 1.02)
     save(fig, ax, "groups_verifier", title, "Equal-reward groups (all right or all wrong) give GRPO no gradient. "
          "Timeouts and unparsable answers are verifier problems, not model ones.")
+
+    if any("rollout_logprob_kl" in m for m in metrics):
+        title = "Sampler against trainer: log-probs of the sampled tokens"
+        fig, ax = _figure(title, "KL(sampler || trainer) per token")
+        _line(ax, "KL (k3)", *series(metrics, "rollout_logprob_kl"), COLORS["kl"])
+        ax.axhline(thresholds.rollout_kl_max, color=COLORS["alarm"], linestyle="--", linewidth=1,
+                   label=f"alarm above {thresholds.rollout_kl_max:g}")
+        ax.set_ylim(bottom=0)
+        rx, worst = series(metrics, "rollout_ratio_max")
+        if len(worst):
+            right = ax.twinx()
+            right.spines[["top"]].set_visible(False)
+            right.set_ylabel("largest pi_trainer / pi_sampler", color=COLORS["p90"])
+            right.plot(rx, worst, color=COLORS["p90"], linewidth=1.2)
+            ax.plot([], [], color=COLORS["p90"], linewidth=1.2, label="largest token ratio (right axis)")
+        save(fig, ax, "mismatch", title, "Zero when the trainer samples its own tokens in its own dtype. Another engine "
+             "or dtype (vLLM, --rollout-dtype bfloat16) makes the samples off-policy; --tis-cap corrects for it.")
 
     if any("tool_use_rate" in m for m in metrics):
         title = "Tool calls (--tools python)"

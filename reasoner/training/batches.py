@@ -19,6 +19,7 @@ import torch
 
 from reasoner.training import distributed
 from reasoner.algorithms.common import TRUNCATION, BatchSizes
+from reasoner.algorithms.mismatch import rollout_mismatch
 from reasoner.training.rollout import Rollout, encode_prompts, micro_batches, pad_batch, trim_padding
 
 
@@ -114,6 +115,16 @@ def global_moments(x: torch.Tensor, mask: torch.Tensor, tokens: int) -> tuple[to
     mean = distributed.all_reduce([masked_sum(x, mask)])[0] / tokens
     var = distributed.all_reduce([masked_sum((x - mean) ** 2, mask)])[0] / tokens
     return torch.tensor(mean, dtype=x.dtype), torch.tensor(var, dtype=x.dtype)
+
+
+def mismatch_shares(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor,
+                    tokens: int) -> tuple[dict[str, float], float]:
+    """The sampler/trainer gap of these rows (`rollout_mismatch`) as shares of the global batch's `tokens`
+    (sum them over micro-batches and ranks), and their largest token ratio (take the maximum)."""
+    stats = rollout_mismatch(trainer_logp, sampler_logp, mask)
+    share = float(mask.sum()) / tokens
+    return ({key: float(stats[key]) * share for key in ("rollout_logprob_kl", "rollout_ratio_mean")},
+            float(stats["rollout_ratio_max"]))
 
 
 def add_shares(totals: dict[str, float], stats: dict, share: float) -> None:

@@ -27,13 +27,13 @@ from reasoner.algorithms.cispo import cispo_loss
 from reasoner.algorithms.common import AGGREGATIONS, KL_ESTIMATORS, kl_penalised_rewards, masked_mean
 from reasoner.algorithms.grpo import group_advantages, grpo_loss, weight_negatives
 from reasoner.algorithms.gspo import gspo_loss
-from reasoner.algorithms.mismatch import rollout_mismatch, truncated_importance_weights, truncated_sequence_weights
+from reasoner.algorithms.mismatch import truncated_importance_weights, truncated_sequence_weights
 from reasoner.algorithms.reinforce_pp import group_baseline_scores, reinforce_pp_advantages
 from reasoner.algorithms.rloo import leave_one_out_advantages
 from reasoner.config import TrainConfig
 from reasoner.training import distributed
-from reasoner.training.batches import (add_shares, global_moments, prepare_update, reduce_sums, rollout_batch,
-                                       shaped_rewards)
+from reasoner.training.batches import (add_shares, global_moments, mismatch_shares, prepare_update, reduce_sums,
+                                       rollout_batch, shaped_rewards)
 from reasoner.training.groups import GroupSource
 from reasoner.training.loop import Algorithm, Learner
 from reasoner.training.rollout import Rollout, micro_batches, response_logprobs
@@ -195,9 +195,9 @@ def policy_gradient_update(s: Settings, learner: Learner, rollout: Rollout) -> d
             old_logp = mb["old_logp"] if "old_logp" in mb else logp.detach()  # the trainer before this update
             share = mask.sum().item() / sizes.tokens
             if epoch == 0:
-                mismatch = rollout_mismatch(old_logp, mb["sampler_logp"], mask)
-                ratio_max = max(ratio_max, float(mismatch.pop("rollout_ratio_max")))
-                add_shares(totals, mismatch, share)
+                mismatch, worst = mismatch_shares(old_logp, mb["sampler_logp"], mask, sizes.tokens)
+                add_shares(totals, mismatch, 1.0)
+                ratio_max = max(ratio_max, worst)
             weights = truncated_importance_weights(old_logp, mb["sampler_logp"], s.tis_cap) if s.tis_cap else None
             loss, stats = LOSSES[v.loss](s, mb, logp, old_logp, weights, sizes)
             learner.engine.backward(loss, last=i == len(pieces) - 1)

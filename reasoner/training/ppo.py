@@ -29,8 +29,9 @@ from reasoner.algorithms.common import AGGREGATIONS, KL_ESTIMATORS, clipped_poli
 from reasoner.algorithms.ppo import gae, token_rewards, value_loss, whiten
 from reasoner.config import PPOConfig, TrainConfig
 from reasoner.training.rollout import Rollout, response_forward, response_logprobs, token_logprobs
-from reasoner.training.batches import (add_shares, global_moments, masked_sum, prepare_update, reduce_sums,
-                                      shaped_rewards)
+from reasoner.algorithms.mismatch import truncated_importance_weights
+from reasoner.training.batches import (add_shares, global_moments, masked_sum, mismatch_shares, prepare_update,
+                                      reduce_sums, shaped_rewards)
 from reasoner.training.groups import GroupSource
 from reasoner.training.loop import Algorithm, Learner
 
@@ -84,12 +85,13 @@ class PPOSettings:
     aggregation: str
     warmup_steps: int  # the critic's optimiser: the policy's learning-rate warm-up and gradient clip
     grad_clip: float
+    tis_cap: float
 
     @classmethod
     def of(cls, c: TrainConfig) -> PPOSettings:
         return cls(c.ppo, c.sampling.temperature, c.sampling.max_new_tokens, c.micro_batch_size, c.epochs_per_batch,
                    c.truncation, c.truncation_penalty, c.overlong_buffer, c.beta, c.kl_estimator, c.clip_low,
-                   c.clip_high, c.aggregation, c.warmup_steps, c.grad_clip)
+                   c.clip_high, c.aggregation, c.warmup_steps, c.grad_clip, c.tis_cap)
 
 
 class PPO:
@@ -146,6 +148,9 @@ class PPO:
         if ppo.whiten_advantages:
             advantages = whiten(advantages, mask, 1e-8, *global_moments(advantages, mask, sizes.tokens))
         batch.update(old_logp=old_logp, old_values=old_values, advantages=advantages, returns=returns)
+        mismatch, ratio_max = mismatch_shares(old_logp, batch["sampler_logp"], mask, sizes.tokens)
+        if s.tis_cap:
+            batch["is_weights"] = truncated_importance_weights(old_logp, batch["sampler_logp"], s.tis_cap)  # [N, T]
         aggregate = AGGREGATIONS[s.aggregation]
 
         def critic_loss(values: torch.Tensor, mb: dict) -> tuple[torch.Tensor, dict]:
@@ -156,7 +161,7 @@ class PPO:
         learner.model.train()
         totals = {"kl": masked_sum(kl, mask) / sizes.tokens if kl is not None else 0.0,
                   "value_mean": masked_sum(old_values, mask) / sizes.tokens,
-                  "return_mean": masked_sum(returns, mask) / sizes.tokens, "entropy": 0.0}
+                  "return_mean": masked_sum(returns, mask) / sizes.tokens, "entropy": 0.0, **mismatch}
         pieces, grad_norm = prepared.pieces(), 0.0
         for epoch in range(s.epochs):
             for i, mb in enumerate(pieces):
@@ -164,6 +169,8 @@ class PPO:
                 with torch.set_grad_enabled(not warming):  # warming up, the policy is only read
                     logp, features, entropy = policy_forward(learner.model, mb, s.temperature, epoch == 0)
                 pg, stats = clipped_policy_loss(logp, mb["old_logp"], mb["advantages"], m, s.clip_low, s.clip_high)
+                if "is_weights" in mb:
+                    pg = pg * mb["is_weights"]
                 policy_loss = aggregate(pg, m, sizes)
                 head_loss, vstats = critic_loss(self.head(features.detach()), mb)
                 head_loss.backward()  # the head's gradient, for its own optimiser
@@ -183,7 +190,8 @@ class PPO:
             critic_grad_norm = self.critic.step()
         learner.model.eval()
         self.updates += 1
-        return {**reduce_sums(totals), "critic_warmup": float(warming), "grad_norm": float(grad_norm),
+        return {**reduce_sums(totals), "rollout_ratio_max": distributed.all_reduce([ratio_max], "max")[0],
+                "critic_warmup": float(warming), "grad_norm": float(grad_norm),
                 "critic_grad_norm": critic_grad_norm, "train_tokens": float(mask.sum()) * s.epochs}
 
 

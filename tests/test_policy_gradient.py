@@ -113,7 +113,7 @@ def test_tis_weighs_the_loss_by_the_capped_trainer_over_sampler_ratio(micro_mode
         for row, sample in enumerate(rollout.samples):
             sample.logprobs = (trainer[row, :len(sample.token_ids)] - math.log(2)).tolist()
         config = TrainConfig(lr=1e-3, warmup_steps=1, tis_cap=cap, micro_batch_size=3, algo=algo)
-        engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip, [])
+        engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip)
         stats = policy_gradient_update(Settings.of(algo, config), Learner(model, tokenizer, engine, None), rollout)
         norms[cap] = stats["grad_norm"]  # the gradient is linear in the weights (GSPO's loss is 0 here)
         assert stats["rollout_ratio_max"] == pytest.approx(2.0, rel=1e-4)

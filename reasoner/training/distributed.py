@@ -107,22 +107,15 @@ class WarmupSchedule:
         return self.scheduler.get_last_lr()[0]
 
 
-def param_groups(model: torch.nn.Module, extra_modules: list[tuple[torch.nn.Module, float]]) -> list[dict]:
-    """The policy's parameters, then each extra module's at its own learning rate."""
-    return [{"params": list(model.parameters())},
-            *({"params": list(module.parameters()), "lr": lr} for module, lr in extra_modules)]
-
-
 class TorchEngine(WarmupSchedule):
     """Plain PyTorch: AdamW, linear warm-up, gradient clipping. The policy's engine in one process; with several
     ranks, a small module trained beside the DeepSpeed engine (PPO's value head), its gradients summed over
     ranks before the step (each rank's loss is its share of the global loss)."""
 
     def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
-                 extra_modules: list[tuple[torch.nn.Module, float]] = (), weight_decay: float = 0.0):
+                 weight_decay: float = 0.0):
         self.module, self.grad_clip = model, grad_clip
-        groups = param_groups(model, extra_modules)
-        self.optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, linear_warmup(warmup_steps))
 
     def backward(self, loss: torch.Tensor, last: bool) -> None:
@@ -157,8 +150,7 @@ class DeepSpeedEngine(WarmupSchedule):
     """Several processes: DeepSpeed ZeRO stage 2 or 3, bf16 on GPUs and fp32 on the CPU."""
 
     def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
-                 extra_modules: list[tuple[torch.nn.Module, float]] = (), zero_stage: int = 2, offload: bool = False,
-                 weight_decay: float = 0.0):
+                 zero_stage: int = 2, offload: bool = False, weight_decay: float = 0.0):
         import deepspeed
 
         cuda = torch.cuda.is_available()
@@ -174,12 +166,8 @@ class DeepSpeedEngine(WarmupSchedule):
             "zero_allow_untested_optimizer": True,
             "steps_per_print": 10**9,
         }
-        optimizer = torch.optim.AdamW(param_groups(model, extra_modules), lr=lr, betas=(0.9, 0.99),
-                                      weight_decay=weight_decay)
-        # DeepSpeed trains only parameters of the module it wraps: the policy and any extra module go in
-        # together; the trainer still calls the policy itself, and `self.module` is the policy.
-        wrapped = torch.nn.ModuleList([model, *(module for module, _ in extra_modules)]) if extra_modules else model
-        self.engine, self.optimizer, _, _ = deepspeed.initialize(model=wrapped, optimizer=optimizer, config=config)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
         # Our own schedule, stepped once per training step whatever the number of optimiser steps in it.
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup_steps))
         self.module = model
@@ -225,13 +213,12 @@ class DeepSpeedEngine(WarmupSchedule):
         return self.module.state_dict()
 
 
-def make_engine(model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
-                extra_modules: list[tuple[torch.nn.Module, float]] = (), zero_stage: int = 2, offload: bool = False):
-    """DeepSpeed when this process is one of several, plain PyTorch otherwise. `extra_modules` are trained
-    beside the policy, each at its own learning rate: (module, lr)."""
+def make_engine(model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float, zero_stage: int = 2,
+                offload: bool = False):
+    """DeepSpeed when this process is one of several, plain PyTorch otherwise."""
     if dist.is_initialized() and world_size() > 1:
-        return DeepSpeedEngine(model, lr, warmup_steps, grad_clip, extra_modules, zero_stage, offload)
-    return TorchEngine(model, lr, warmup_steps, grad_clip, extra_modules)
+        return DeepSpeedEngine(model, lr, warmup_steps, grad_clip, zero_stage, offload)
+    return TorchEngine(model, lr, warmup_steps, grad_clip)
 
 
 def frozen_copy(model: torch.nn.Module, zero_stage: int = 2) -> torch.nn.Module:

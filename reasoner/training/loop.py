@@ -18,7 +18,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,7 +70,6 @@ class Algorithm:
     update: Callable[[Learner, Any], dict]  # (learner, batch) -> detached statistics of the global batch
     needs_reference: bool = False
     expected_steps: int | None = None  # for the progress bar
-    extra_modules: list[tuple[torch.nn.Module, float]] = field(default_factory=list)  # (module, lr) trained beside the policy
     save: Callable[[Path], None] = lambda directory: None  # its own files, into checkpoints and final/
     load: Callable[[Path], None] = lambda directory: None  # ... and back from a checkpoint on resume
 
@@ -91,8 +90,8 @@ def train(config: TrainConfig, model, tokenizer, algorithm: Algorithm, heldout: 
     checkpoint = latest_checkpoint(checkpoints)  # the reference stays the starting policy on resume
     if checkpoint is not None:
         model.load_state_dict(type(model).from_pretrained(checkpoint).state_dict())
-    engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip,
-                                     algorithm.extra_modules, config.zero_stage, config.offload)
+    engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip, config.zero_stage,
+                                     config.offload)
     learner = Learner(model, tokenizer, engine, reference)
     state, start_step = None, 0
     if checkpoint is not None:

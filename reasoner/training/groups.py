@@ -9,43 +9,67 @@ groups are then replaced by fresh ones (dynamic sampling, `dynamic_sampling.py`)
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from data.prompt_pool import PromptPool
 from data.records import Task
 from reasoner.training import distributed
-from reasoner.config import TrainConfig
+from reasoner.config import SamplingConfig, TrainConfig
 from reasoner.monitoring.metrics import length_stats, tool_stats
 from reasoner.training.rollout import Rollout, verify_groups
 from reasoner.training.dynamic_sampling import reestimate_retired, refill_equal_groups
 from reasoner.training.loop import Learner, step_seed
 
 
+@dataclass(frozen=True)
+class GroupPlan:
+    """What a `GroupSource` reads, taken from the training config once (`GroupPlan.of`)."""
+
+    steps: int
+    prompts_per_step: int
+    group_size: int
+    sampling: SamplingConfig
+    seed: int
+    retire_solved: bool
+    refill_rounds: int  # dynamic sampling's rounds (0: off)
+    reestimate_every: int
+    reestimate_prompts: int
+    reestimate_samples: int
+    return_below: float
+    zero_stage: int
+
+    @classmethod
+    def of(cls, c: TrainConfig, refill_rounds: int) -> GroupPlan:
+        return cls(c.steps, c.prompts_per_step, c.group_size, c.sampling, c.seed, c.retire_solved, refill_rounds,
+                   c.reestimate_every, c.reestimate_prompts, c.reestimate_samples, c.return_below, c.zero_stage)
+
+
 class GroupSource:
     """The loop's `Source` for on-policy algorithms: this rank's `Rollout` of each step."""
 
-    def __init__(self, config: TrainConfig, tasks: list[Task], refill_rounds: int):
-        self.config, self.refill_rounds = config, refill_rounds
-        self.pool = PromptPool(tasks, config.seed, config.retire_solved)
+    def __init__(self, plan: GroupPlan, tasks: list[Task]):
+        self.plan = plan
+        self.pool = PromptPool(tasks, plan.seed, plan.retire_solved)
 
     def start(self, learner: Learner, generator, state: dict | None) -> None:
         world = distributed.world_size()
-        if self.config.prompts_per_step % world:
-            raise ValueError(f"train: prompts-per-step {self.config.prompts_per_step} must be a multiple of the "
+        if self.plan.prompts_per_step % world:
+            raise ValueError(f"train: prompts-per-step {self.plan.prompts_per_step} must be a multiple of the "
                              f"{world} processes, so that every group stays on one rank")
         self.model, self.generator = learner.model, generator
         if state is not None:
             self.pool.load_state(state)
 
     def finished(self, step: int) -> bool:
-        return step >= self.config.steps
+        return step >= self.plan.steps
 
     def state(self) -> dict:
         return self.pool.state()
 
     def next(self, step: int) -> tuple[Rollout, dict]:
-        c, rank, world = self.config, distributed.rank(), distributed.world_size()
+        c, rank, world = self.plan, distributed.rank(), distributed.world_size()
         t0 = time.time()
         params = c.sampling.params(step_seed(c.seed, step) + rank)
         pool_stats = {}
@@ -58,7 +82,7 @@ class GroupSource:
         t_generate = time.time()
         rollout = verify_groups(tasks, groups)
         rollout, refills = refill_equal_groups(self.generator, self.model, self.pool, rollout, step, params,
-                                               self.refill_rounds, c.zero_stage)
+                                               c.refill_rounds, c.zero_stage)
         t_verify = time.time()
         everyone = merge_rollouts(distributed.all_gather_objects(rollout))
         return rollout, {**rollout_metrics(everyone), **refills, **pool_stats,

@@ -34,7 +34,7 @@ from reasoner.config import TrainConfig
 from reasoner.training import distributed
 from reasoner.training.batches import (add_shares, global_moments, mismatch_shares, prepare_update, reduce_sums,
                                        rollout_batch, shaped_rewards)
-from reasoner.training.groups import GroupSource
+from reasoner.training.groups import GroupPlan, GroupSource
 from reasoner.training.loop import Algorithm, Learner
 from reasoner.training.rollout import Rollout, micro_batches, response_logprobs
 
@@ -232,6 +232,6 @@ def policy_gradient_algorithm(algo: str, config: TrainConfig, model, tasks: list
         log.info("train: %s learns from all-equal groups too: dynamic sampling off (--dynamic-sampling-rounds %d "
                  "given, 0 used)", algo, refills)
         refills = 0
-    return Algorithm(algo, GroupSource(config, tasks, refills),
+    return Algorithm(algo, GroupSource(GroupPlan.of(config, refills), tasks),
                      lambda learner, rollout: policy_gradient_update(settings, learner, rollout),
                      needs_reference=config.beta > 0, expected_steps=config.steps)

@@ -32,7 +32,7 @@ from reasoner.training.rollout import Rollout, response_forward, response_logpro
 from reasoner.algorithms.mismatch import truncated_importance_weights
 from reasoner.training.batches import (add_shares, global_moments, masked_sum, mismatch_shares, prepare_update,
                                       reduce_sums, shaped_rewards)
-from reasoner.training.groups import GroupSource
+from reasoner.training.groups import GroupPlan, GroupSource
 from reasoner.training.loop import Algorithm, Learner
 
 log = logging.getLogger("reasoner.train")
@@ -201,5 +201,5 @@ def ppo_algorithm(config: TrainConfig, model, tasks: list[Task]) -> Algorithm:
         log.info("train: ppo learns from all-equal groups too: dynamic sampling off (--dynamic-sampling-rounds "
                  "%d given, 0 used)", config.dynamic_sampling_rounds)
     ppo = PPO(PPOSettings.of(config), model.config.hidden_size)
-    return Algorithm("ppo", GroupSource(config, tasks, refill_rounds=0), ppo.update, needs_reference=config.beta > 0,
+    return Algorithm("ppo", GroupSource(GroupPlan.of(config, refill_rounds=0), tasks), ppo.update, needs_reference=config.beta > 0,
                      expected_steps=config.steps, save=ppo.save, load=ppo.load)

@@ -353,3 +353,33 @@ def test_dpo_pairs_of_tool_samples_keep_the_mask(tokenizer, sandbox):
     mask = pair_batch(tokenizer, [pair])["response_mask"]
     assert mask[0, :len(pair["chosen_mask"])].tolist() == [float(m) for m in pair["chosen_mask"]]
     assert mask[1].sum() == len(pair["rejected_ids"])
+
+
+@pytest.mark.parametrize("algo", ["grpo", "rloo", "reinforce++", "gspo", "cispo"])
+def test_every_policy_gradient_update_trains_on_the_policys_tokens_only(micro_model, tokenizer, sandbox, algo):
+    """The whole update path (micro-batches, trimming, the sampler/trainer gap) on a rollout with tool output:
+    the tool's tokens, whose sampler log-prob is 0, count neither as trained tokens nor as a mismatch."""
+    from reasoner.config import TrainConfig
+    from reasoner.training import distributed
+    from reasoner.training.loop import Learner
+    from reasoner.training.policy_gradient import Settings, policy_gradient_update
+
+    scripts = {"What is 123 * 456?": ["```python\nprint(123 * 456)\n```", "\\boxed{56088}"],
+               "What is 2 + 2?": ["```python\nprint(2 + 2)\n```", "\\boxed{5}"]}
+    groups = tool_generator(tokenizer, sandbox, scripts).generate(list(scripts), 1, SamplingParams(max_new_tokens=200))
+    rollout = verify_groups([Task("a", "What is 123 * 456?", "math", "56088"), Task("b", "What is 2 + 2?", "math", "4")],
+                            [[groups[0][0], groups[1][0]]])  # one group of two: one right, one wrong
+    torch.manual_seed(0)
+    model = load_model(micro_model)
+    with torch.no_grad():
+        trainer = response_logprobs(model, rollout_batch(tokenizer, rollout))[0]
+    for row, sample in enumerate(rollout.samples):  # the sampler agrees with the trainer on the policy's tokens
+        sample.logprobs = [lp if m else 0.0 for lp, m in zip(trainer[row, :len(sample.token_ids)].tolist(),
+                                                             sample.loss_mask)]
+    config = TrainConfig(lr=1e-3, warmup_steps=1, micro_batch_size=1, algo=algo)
+    engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip)
+    stats = policy_gradient_update(Settings.of(algo, config), Learner(model, tokenizer, engine, None), rollout)
+    assert stats["train_tokens"] == sum(sum(s.loss_mask) for s in rollout.samples)
+    assert stats["rollout_logprob_kl"] == pytest.approx(0.0, abs=1e-5)
+    assert stats["rollout_ratio_max"] == pytest.approx(1.0, abs=1e-4)
+    assert stats["grad_norm"] > 0

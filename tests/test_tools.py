@@ -164,6 +164,7 @@ def test_max_tool_calls_and_the_token_budget(tokenizer, sandbox):
     [[sample]] = tool_generator(tokenizer, sandbox, {"cap": script}, max_tool_calls=1).generate(
         ["cap"], 1, SamplingParams(max_new_tokens=200))
     assert [c.output for c in sample.tool_calls] == ["1\n"]
+    assert tool_generator(tokenizer, sandbox, {"cap": script}).generate([], 4, SamplingParams()) == []
     assert "```output\n2" not in sample.text and sample.text.endswith("```python\nprint(2)\n```")  # ran once only
     [[short]] = tool_generator(tokenizer, sandbox, {"cap": script}).generate(
         ["cap"], 1, SamplingParams(max_new_tokens=len(tokenizer(script[0]).input_ids) + 3))
@@ -287,7 +288,7 @@ def test_tool_metrics_in_a_training_step_and_an_eval_report(tokenizer, sandbox):
                "What is 2 + 2?": ["\\boxed{5}"],
                "What is 1 / 0?": ["```python\nprint(1 / 0)\n```", "\\boxed{0}"],
                "What is 3 + 3?": ["\\boxed{6}"]}
-    groups = tool_generator(tokenizer, sandbox, scripts).generate(list(scripts), 1, SamplingParams(max_new_tokens=200))
+    groups = tool_generator(tokenizer, sandbox, scripts).generate(list(scripts), 2, SamplingParams(max_new_tokens=200))
     tasks = [Task("a", "What is 123 * 456?", "math", "56088"), Task("b", "What is 2 + 2?", "math", "4"),
              Task("c", "What is 1 / 0?", "math", "1"), Task("d", "What is 3 + 3?", "math", "6")]
     metrics = rollout_metrics(verify_groups(tasks, groups))
@@ -296,10 +297,11 @@ def test_tool_metrics_in_a_training_step_and_an_eval_report(tokenizer, sandbox):
     assert metrics["accuracy_with_tool"] == 0.5 and metrics["accuracy_without_tool"] == 0.5
     assert metrics["time_tool_s"] > 0
     rollout = verify_groups(tasks, groups)
-    results = [TaskResult(t, [s], [v]) for t, s, v in zip(tasks, rollout.samples, rollout.verdicts)]
+    results = [TaskResult(t, rollout.samples[2 * i:2 * i + 2], rollout.verdicts[2 * i:2 * i + 2])
+               for i, t in enumerate(tasks)]
     report = summarise(results, [1])
     assert report["tools"]["tool_use_rate"] == 0.5 and report["by"]["family"]["math"]["tools"]["tool_use_rate"] == 0.5
-    assert [r["tool_calls"] for r in sample_records(results)] == [["ok"], [], ["error"], []]
+    assert [r["tool_calls"] for r in sample_records(results)] == [["ok"]] * 2 + [[]] * 2 + [["error"]] * 2 + [[]] * 2
     plain = [Sample([1], "\\boxed{4}", [-0.1], "stop"), Sample([1], "\\boxed{5}", [-0.1], "stop")]
     assert "tool_use_rate" not in rollout_metrics(verify_groups(tasks[1:2], [plain]))  # without tools: no tool keys
 

@@ -190,10 +190,12 @@ class ToolGenerator:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
-        prompt_ids = self.tokenizer([render_prompt(self.tokenizer, p) for p in prompts],
-                                    add_special_tokens=False).input_ids
+        prompt_ids = [self.tokenizer(render_prompt(self.tokenizer, p), add_special_tokens=False).input_ids
+                      for p in prompts]
         rows = [_Row() for _ in range(len(prompts) * n)]
         active, contexts, width = list(range(len(rows))), prompt_ids, n
+        if not rows:
+            return []
         for call_round in range(self.max_tool_calls + 1):
             budget = max(params.max_new_tokens - len(rows[i].ids) for i in active)
             round_params = dataclasses.replace(params, max_new_tokens=budget, seed=params.seed + 7919 * call_round)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from reasoner.config import SamplingParams
+from reasoner.generation import stop_token_ids
 from reasoner.generation.hf import HFGenerator
 from reasoner.modeling import GGUF_PRESETS, gguf_preset_file, init_model, load_model, load_tokenizer, render_prompt
 from reasoner.training.rollout import pad_batch, response_logprobs
@@ -61,6 +62,7 @@ def test_the_converted_directory_is_an_ordinary_model_directory(smollm2, loaded)
     model, tokenizer = loaded
     assert (smollm2 / "model.safetensors").is_file() and "rounding" in (smollm2 / "SOURCE.txt").read_text()
     assert tokenizer.eos_token == "<|im_end|>" and tokenizer.padding_side == "left"
+    assert stop_token_ids(model, tokenizer) == {tokenizer.eos_token_id}  # the card's generation_config: <|im_end|> only
     rendered = render_prompt(tokenizer, "What is 2 + 2?")
     assert rendered.count("<|im_start|>assistant") == 1 and rendered.endswith("<|im_start|>assistant\n")
     assert rendered.count("<|im_start|>user") == 1  # the chat template applied once, not twice
@@ -73,10 +75,12 @@ def test_greedy_sampling_is_token_identical_to_model_generate(loaded):
                     add_special_tokens=False)
     with torch.inference_mode():
         out = model.generate(**enc, do_sample=False, max_new_tokens=24, pad_token_id=tokenizer.pad_token_id)
+    ends = stop_token_ids(model, tokenizer)  # model.generate stops on generation_config.eos_token_id
     for (sample,), row in zip(ours, out[:, enc.input_ids.shape[1]:].tolist()):
-        expected = row[:row.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in row else row
+        cut = next((i for i, token in enumerate(row) if token in ends), None)  # padding follows the first end
+        expected = row if cut is None else row[:cut + 1]
         assert sample.token_ids == expected
-        assert sample.finish_reason == ("stop" if expected[-1] == tokenizer.eos_token_id else "length")
+        assert sample.finish_reason == ("length" if cut is None else "stop")
     assert any(s.finish_reason == "stop" for (s,) in ours)  # it does stop on the end-of-turn token
 
 

@@ -66,3 +66,23 @@ def snapshot(directory):
     """Every file under `directory`: its content hash and modification time."""
     return {str(p.relative_to(directory)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
             for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_run_with_tools_samples_with_them_in_every_stage_and_reports_them(tmp_path, micro_model):
+    (tmp_path / "small.yaml").write_text("curate: {samples_per_prompt: 2, band_low: 0.0}\n"
+                                         "train: {steps: 2, prompts_per_step: 2, group_size: 2}\n"
+                                         "eval: {n: 2, k: '1'}\n")
+    out = tmp_path / "run"
+    assert main(["run", "--output", str(out), "--config", str(tmp_path / "small.yaml"), "--model", str(micro_model),
+                 "--tools", "python", "--max-tool-calls", "2", "--math-train-tasks", "0", "--code-train-tasks", "0",
+                 "--calc-train-tasks", "12", "--heldout-tasks", "4"]) == 0
+    for config in ("curate/curated.config.json", "train/config.json", "eval/start.config.json",
+                   "eval/final.config.json"):
+        sampling = json.loads((out / config).read_text())["sampling"]
+        assert (sampling["tools"], sampling["max_tool_calls"]) == ("python", 2), config
+    steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(steps) == 2 and all("tool_use_rate" in m and "time_tool_s" in m for m in steps)
+    final = json.loads((out / "eval" / "final.json").read_text())
+    assert "tools" in final and "tools" in final["by"]["family"]["calc"]
+    assert (out / "plots" / "tools.png").is_file()

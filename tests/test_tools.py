@@ -88,12 +88,44 @@ def test_a_call_appends_its_output_as_masked_tokens_of_their_own(tokenizer, sand
     assert sample.loss_mask == [1] * len(ids[0]) + [0] * len(ids[1]) + [1] * len(ids[2])
     assert sample.logprobs == [-0.5] * len(ids[0]) + [0.0] * len(ids[1]) + [-0.5] * len(ids[2])
     assert sample.text == first + block + last
-    assert sample.graded_text == first + last  # verifiers grade the policy's own text
+    assert sample.graded_text == first + "\n" + last  # the policy's own text, a line break for the block
     assert sample.finish_reason == "stop"
     [call] = sample.tool_calls
     assert (call.code, call.status, call.output) == ("print(123 * 456)", "ok", "56088\n")
     verdict = verify_groups([Task("t", "What is 123 * 456?", "math", "56088")], [[sample]]).verdicts[0]
     assert verdict.correct
+
+
+def test_a_code_answer_is_graded_on_the_block_the_policy_wrote_last(tokenizer, sandbox):
+    """A draft block runs as a call; the final block right after its output starts a line of its own in
+    the policy's context, and so in the graded text: the code verifier grades the final block, whichever
+    of the two is right (found by an outside red team: the graded text once fused the draft's closing fence
+    with the final block's opening one, and the draft was graded)."""
+    import json
+
+    import verifiers
+
+    wrong, right = "a, b = map(int, input().split())\nprint(a - b)\n", "a, b = map(int, input().split())\nprint(a + b)\n"
+    reference = json.dumps({"stdio": [{"input": "2 3\n", "output": "5\n"}]})
+    for draft, final, reward in ((wrong, right, 1.0), (right, wrong, 0.0)):
+        script = [f"Draft:\n```python\n{draft}```", f"```python\n{final}```", "Done."]
+        [[sample]] = tool_generator(tokenizer, sandbox, {"Add.": script}).generate(["Add."], 1,
+                                                                                  SamplingParams(max_new_tokens=300))
+        assert len(sample.tool_calls) == 2 and "```\n```python" in sample.graded_text
+        assert verifiers.verify_many([("code", sample.graded_text, reference)])[0].reward == reward
+
+
+def test_an_output_of_wide_characters_is_cut_in_tokens(tokenizer, sandbox):
+    """300 characters of 4-byte characters would be some 1,200 byte-level tokens; the output is cut to
+    TOKENS_PER_CHAR tokens per character shown, so a call cannot spend the response's budget on tool tokens
+    (found by an outside red team)."""
+    from reasoner.generation.tools import OUTPUT_CHARS, TOKENS_PER_CHAR
+
+    script = ["```python\nprint('\\U0001F600' * 1000)\n```", "Done."]
+    [[sample]] = tool_generator(tokenizer, sandbox, {"Smile.": script}).generate(["Smile."], 1,
+                                                                                SamplingParams(max_new_tokens=2000))
+    assert sample.loss_mask.count(0) <= OUTPUT_CHARS * TOKENS_PER_CHAR + 40  # the cut output, fences, the note
+    assert "more characters" in sample.tool_calls[0].output and sample.finish_reason == "stop"
 
 
 def test_later_blocks_see_earlier_definitions_but_not_their_output(tokenizer, sandbox):

@@ -36,8 +36,9 @@ each output block as the tokenizer encodes that block alone, special tokens spli
 cannot print an end of sequence or a chat role into the context). Nothing is re-tokenised: training sees
 exactly the ids the policy was conditioned on, and `loss_mask` is 0 on the output blocks' ids (no loss,
 KL, entropy or ratio; their `logprobs` are 0). The response budget (`max_new_tokens`) counts both.
-Verifiers grade `policy_text`, the response without its output blocks: a reward depends only on tokens
-the policy chose.
+Verifiers grade `policy_text`, the response with each output block replaced by a line break (what the
+policy wrote after a block starts a line, as in its context): a reward depends only on tokens the policy
+chose.
 
 Scheduling. Generation runs in rounds: every live sample generates until it ends or closes a block (a
 sample that pauses leaves the batch at once), then the round's calls run together on the sandbox pool,
@@ -49,6 +50,7 @@ the first round.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 import re
 import time
 from dataclasses import dataclass, field
@@ -63,6 +65,7 @@ TOOL_MEMORY_MB = 512
 OUTPUT_LIMIT = 64 << 10  # bytes of stdout (and of stderr) a call may write before it is killed
 OUTPUT_CHARS = 300  # characters of output shown to the policy
 ERROR_CHARS = 200  # ... and of the error line after them
+TOKENS_PER_CHAR = 0.5  # ... and at most this many tokens per character shown (a wide character takes several)
 
 _OPEN = re.compile(r"^```(?:python|py|python3)[ \t]*\n", re.M)
 _CLOSE = re.compile(r"(?:^|\n)```\s*\Z")
@@ -93,11 +96,13 @@ def tool_program(earlier: list[str], code: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def output_text(result: dict) -> str:
-    """What the policy is shown of a sandbox result: stdout, then what went wrong, each capped."""
+def output_text(result: dict, cut: Callable[[str, int], str] = lambda text, chars: text[:chars]) -> str:
+    """What the policy is shown of a sandbox result: stdout, then what went wrong, each cut by `cut(text,
+    chars)` (the tool generator cuts in tokens too)."""
     out = result.get("stdout", "")
-    if len(out) > OUTPUT_CHARS:
-        out = f"{out[:OUTPUT_CHARS]}\n... ({len(out) - OUTPUT_CHARS} more characters)"
+    shown = cut(out, OUTPUT_CHARS)
+    if shown != out:
+        out = f"{shown}\n... ({len(out) - len(shown)} more characters)"
     status = result["status"]
     if status == "ok":
         return out
@@ -110,7 +115,7 @@ def output_text(result: dict) -> str:
         error = f"MemoryError: the code went past the tool's limit of {TOOL_MEMORY_MB} MB"
     else:
         error = f"killed: {result.get('reason') or status}"
-    return (out if not out or out.endswith("\n") else out + "\n") + error[:ERROR_CHARS]
+    return (out if not out or out.endswith("\n") else out + "\n") + cut(error, ERROR_CHARS)
 
 
 def output_block(output: str, after_newline: bool) -> str:
@@ -155,8 +160,9 @@ class _Row:
         self.logprobs += logprobs
         self.mask += [int(sampled)] * len(ids)
         self.texts.append(text)
-        if sampled:
-            self.policy_texts.append(text)
+        # The policy's text with a line break where each output block was: what it wrote after a block
+        # starts a line, as in its context, so a fence it opens there is seen as one by the graders.
+        self.policy_texts.append(text if sampled else "\n")
 
     def sample(self) -> Sample:
         return Sample(self.ids, "".join(self.texts), self.logprobs, self.finish, self.mask,
@@ -185,6 +191,20 @@ class ToolGenerator:
     def closes_block(self, tokens: list[int]) -> bool:
         """Does this segment of a response end by closing a ```python block? (the backend's stop test)"""
         return tokens[-1] in self.backtick_ids and closed_block(self.decode(tokens)) is not None
+
+    def cut(self, text: str, chars: int) -> str:
+        """`text` cut to `chars` characters and to TOKENS_PER_CHAR tokens per character: wide characters
+        must not buy a flood of tool tokens."""
+        text, limit = text[:chars], int(chars * TOKENS_PER_CHAR)
+        ids = self.encode(text)
+        for keep in range(min(len(ids), limit), -1, -1):  # once, unless a cut character re-tokenises longer
+            kept = self.decode(ids[:keep]).rstrip("\ufffd") if keep < len(ids) else text
+            if len(self.encode(kept)) <= limit:
+                return kept
+        return ""
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True).input_ids
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -232,9 +252,9 @@ class ToolGenerator:
 
     def _answer(self, row: _Row, code: str, result: dict, seconds: float, max_new_tokens: int) -> None:
         """Append a call's output block to `row`, as tokens of its own (cut to the budget)."""
-        shown = output_text(result)
+        shown = output_text(result, self.cut)
         block = output_block(shown, row.texts[-1].endswith("\n"))
-        ids = self.tokenizer(block, add_special_tokens=False, split_special_tokens=True).input_ids
+        ids = self.encode(block)
         room = max_new_tokens - len(row.ids)
         if len(ids) >= room:
             ids, row.finish = ids[:room], "length"

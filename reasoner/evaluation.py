@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 

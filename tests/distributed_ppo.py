@@ -10,7 +10,6 @@ policy came out of the warm-up bit-identical, and the weights and statistics aft
 """
 
 import sys
-from pathlib import Path
 
 import torch
 

@@ -2,8 +2,6 @@
 
 import json
 
-import pytest
-
 from pipelines.cli import main
 from data.records import read_tasks, write_tasks
 from data.synthetic import generate

@@ -54,7 +54,7 @@ def test_dpo_gradient_raises_chosen_and_lowers_rejected():
 
 def test_dpo_trainer_smoke_offline_round_then_online_round(micro_model, tmp_path):
     from data.pairs import pair_records
-    from data.records import Task, write_jsonl
+    from data.records import write_jsonl
     from data.synthetic import generate
     from reasoner.config import DPOConfig, SamplingConfig, TrainConfig
     from reasoner.training.dpo import dpo_algorithm, reference_logprobs

@@ -92,6 +92,18 @@ def _line(ax, label: str, x: np.ndarray, y: np.ndarray, color: str, width: float
     return True
 
 
+def _right_axis(ax, ylabel: str, label: str, x: np.ndarray, y: np.ndarray, color: str, smoothed: bool) -> None:
+    """A second series on its own scale (right axis), named in the left axis's legend; `smoothed`: faint
+    raw values under a bold 5-step average, as `_line` draws them."""
+    right = ax.twinx()
+    right.spines[["top"]].set_visible(False)
+    right.set_ylabel(ylabel, color=color)
+    if smoothed:
+        right.plot(x, y, color=color, alpha=0.25, linewidth=1)
+    right.plot(x, smooth(y) if smoothed else y, color=color, linewidth=2 if smoothed else 1.2)
+    ax.plot([], [], color=color, linewidth=2 if smoothed else 1.2, label=label)
+
+
 def _mark_alarms(ax, steps: list[int]) -> None:
     for i, step in enumerate(sorted(set(steps))):
         ax.axvline(step, color=COLORS["alarm"], linestyle=":", linewidth=1.2, label="alarm" if i == 0 else None)
@@ -179,12 +191,7 @@ def plot_metrics(run_dir: Path, metrics: list[dict], config: dict | None = None,
     kx, kl = series(metrics, "kl")
     beta = config.get("beta")
     if len(kl) and np.any(kl != 0):
-        right = ax.twinx()
-        right.spines[["top"]].set_visible(False)
-        right.set_ylabel("KL", color=COLORS["kl"])
-        right.plot(kx, kl, color=COLORS["kl"], alpha=0.25, linewidth=1)
-        right.plot(kx, smooth(kl), color=COLORS["kl"], linewidth=2)
-        ax.plot([], [], color=COLORS["kl"], linewidth=2, label="KL (right axis)")
+        _right_axis(ax, "KL", "KL (right axis)", kx, kl, COLORS["kl"], smoothed=True)
     else:
         why = " (beta = 0: no reference model)" if beta == 0 else ""
         ax.text(0.98, 0.04, f"KL not measured{why}", transform=ax.transAxes, ha="right", fontsize=8, color="#555")
@@ -220,11 +227,8 @@ def plot_metrics(run_dir: Path, metrics: list[dict], config: dict | None = None,
         ax.set_ylim(bottom=0)
         rx, worst = series(metrics, "rollout_ratio_max")
         if len(worst):
-            right = ax.twinx()
-            right.spines[["top"]].set_visible(False)
-            right.set_ylabel("largest pi_trainer / pi_sampler", color=COLORS["p90"])
-            right.plot(rx, worst, color=COLORS["p90"], linewidth=1.2)
-            ax.plot([], [], color=COLORS["p90"], linewidth=1.2, label="largest token ratio (right axis)")
+            _right_axis(ax, "largest pi_trainer / pi_sampler", "largest token ratio (right axis)", rx, worst,
+                        COLORS["mean"], smoothed=False)
         save(fig, ax, "mismatch", title, "Zero when the trainer samples its own tokens in its own dtype. Another engine "
              "or dtype (vLLM, --rollout-dtype bfloat16) makes the samples off-policy; --tis-cap corrects for it.")
 

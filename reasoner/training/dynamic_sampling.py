@@ -54,7 +54,7 @@ def refill_equal_groups(generator, model, pool: PromptPool, rollout: Rollout, st
     """Track pass rates and retire solved prompts from this step's groups, then replace all-equal groups by
     groups for fresh prompts, for up to `rounds` rounds (DAPO's dynamic sampling). Returns the rollout to
     train on and the step's pool metrics."""
-    rank, world = distributed.rank(), distributed.world_size()
+    rank = distributed.rank()
     retired = pool.observe(gathered_results(rollout), step)
     refills = 0
     first_equal = None

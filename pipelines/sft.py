@@ -25,7 +25,7 @@ def run_stage(config: SFTConfig) -> Path:
     save_stage_config(config, output)
     log.info("sft: %d tasks, %d steps of %d from %s", len(tasks), config.steps, config.batch_size, config.model)
     history = train_sft(model, tokenizer, tasks, config.steps, config.batch_size, config.lr, config.warmup_steps,
-                        config.weight_decay, config.seed)
+                        config.weight_decay, config.seed, config.precision)
     model.save_pretrained(output / "model")
     tokenizer.save_pretrained(output / "model")
     write_json(output / "history.json", history)

@@ -19,6 +19,10 @@ BACKENDS = ("hf", "vllm")
 ALARM_CHECKS = ("length_drift", "truncation", "entropy_collapse", "kl_spike", "reward_vs_heldout",
                 "rollout_mismatch", "tool_failures")  # alarms.CHECKS
 ROLLOUT_DTYPES = ("auto", "float32", "bfloat16", "float16")
+PRECISIONS = ("auto", "float32", "bfloat16")  # reasoner/precision.py
+PRECISION_HELP = ("mixed precision of training forwards: bfloat16 (matrix products in bfloat16, weights, "
+                  "optimiser and output layer in float32), float32, or auto: bfloat16 where the hardware "
+                  "multiplies it natively (README: Speed)")
 
 
 def opt(default: Any, help: str, **kwargs):
@@ -107,6 +111,7 @@ class SFTConfig:
     lr: float = opt(2e-3, "peak learning rate (linear warm-up, cosine decay)")
     warmup_steps: int = opt(30, "warm-up steps")
     weight_decay: float = opt(0.01, "AdamW weight decay")
+    precision: str = opt("auto", PRECISION_HELP, choices=PRECISIONS)
     seed: int = opt(0, "seed")
 
 
@@ -198,12 +203,14 @@ class TrainConfig:
     gspo_clip_high: float = opt(4e-4, "gspo: upper clip range of the sequence-level ratio (the paper's 4e-4)")
     tis_cap: float = opt(0.0, "truncated importance sampling: weigh each token's loss by min(pi_trainer / pi_sampler, "
                               "this cap), for the gap between sampler and trainer (Yao et al. 2025; 0: off)")
-    rollout_dtype: str = opt("auto", "dtype the sampler runs in (auto: the policy's); bfloat16 sampling with float32 "
-                                     "training makes a rollout/trainer mismatch", choices=ROLLOUT_DTYPES)
+    rollout_dtype: str = opt("auto", "dtype the sampler runs in (auto: that of --precision, e.g. bfloat16 with "
+                                     "bfloat16 training forwards); bfloat16 sampling with float32 training makes a "
+                                     "rollout/trainer mismatch", choices=ROLLOUT_DTYPES)
     aggregation: str = opt("token_mean", "token_mean, sequence_mean or dr_grpo", choices=("token_mean", "sequence_mean", "dr_grpo"))
     scale_by_std: bool = opt(True, "divide group advantages by the group's reward std")
     negative_weight: float = opt(1.0, "weight of negative advantages (1: GRPO; 0: verified-right samples only)")
     epochs_per_batch: int = opt(1, "optimisation epochs over each batch of rollouts")
+    precision: str = opt("auto", PRECISION_HELP, choices=PRECISIONS)
     micro_batch_size: int = opt(64, "sequences per forward/backward")
     skip_equal_groups: bool = opt(True, "drop groups whose rewards are all equal (no gradient)")
     dynamic_sampling_rounds: int = opt(1, "rounds replacing all-equal groups by groups for fresh prompts (0: off)")

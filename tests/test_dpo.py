@@ -69,7 +69,7 @@ def test_dpo_trainer_smoke_offline_round_then_online_round(micro_model, tmp_path
         pairs += pair_records(t, [t.reference, "0"], [right, [5, 6, tokenizer.eos_token_id]], [True, False],
                               [False, False], 1, True, 0)
     write_jsonl(tmp_path / "pairs.jsonl", pairs)
-    config = TrainConfig(output=str(tmp_path / "train"), algo="dpo", lr=1e-2, warmup_steps=1,
+    config = TrainConfig(output=str(tmp_path / "train"), algo="dpo", lr=1e-2, warmup_steps=1, precision="float32",
                          sampling=SamplingConfig(max_new_tokens=4), micro_batch_size=2,
                          dpo=DPOConfig(pairs=str(tmp_path / "pairs.jsonl"), dpo_epochs=3, dpo_batch_size=2,
                                        dpo_rounds=1, samples_per_prompt=2))

@@ -2,8 +2,9 @@
 
 The backend is a plain KV-cache loop: each prompt is encoded once and its cache repeated n
 times, rows that have ended are dropped from the batch (a few at a time: each drop copies the cache), and
-tokens are drawn by inverse CDF with one explicitly seeded
-`torch.Generator` per call, so a (seed, prompts) pair always gives the same samples.
+tokens are drawn by inverse CDF with one explicitly seeded `torch.Generator` per call, so a (seed,
+prompts) pair always gives the same samples. A Llama-architecture model is stepped by a lean decoder with
+a preallocated cache, any other by its own forward (`llama_decode.py`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import inspect
 from collections.abc import Callable
 
 import torch
-from transformers import DynamicCache
 
 from reasoner.config import SamplingParams
 from reasoner.generation import Sample, stop_token_ids
+from reasoner.generation.llama_decode import HFDecoder, StaticCacheDecoder, supports
 from reasoner.modeling import render_prompt
 
 
@@ -91,15 +92,13 @@ class HFGenerator:
         eos_ids = stop_token_ids(self.model, self.tokenizer)  # every id that ends a response
         eos_tensor = torch.tensor(sorted(eos_ids), device=device)
         enc = self.tokenizer.pad({"input_ids": contexts}, return_tensors="pt").to(device)  # left-padded
-        attention = enc.attention_mask  # [P, L]
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache()
-        logits = self.model(input_ids=enc.input_ids, attention_mask=attention, position_ids=positions,
-                            use_cache=True, logits_to_keep=1, **{self.cache_kwarg: cache}).logits[:, -1]  # [P, V]
+        positions = (enc.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [P, L]
+        decoder = StaticCacheDecoder(self.model) if supports(self.model) else HFDecoder(self.model, self.cache_kwarg)
+        logits = decoder.prefill(enc.input_ids, enc.attention_mask, positions,
+                                 enc.input_ids.shape[1] + params.max_new_tokens)  # [P, V]
         # Encode each prompt once, then give every one of its n samples a copy of its cache.
-        cache.batch_repeat_interleave(n)
+        decoder.repeat_interleave(n)
         logits = logits.repeat_interleave(n, 0)  # [B, V], B = P * n
-        attention = attention.repeat_interleave(n, 0)
         next_position = positions[:, -1:].repeat_interleave(n, 0) + 1  # [B, 1]
         rows = torch.arange(len(contexts) * n, device=device)  # which sample each live row belongs to
         tokens: list[list[int]] = [[] for _ in range(len(contexts) * n)]
@@ -124,12 +123,9 @@ class HFGenerator:
                 break
             if (~live).sum() > self.drop_fraction * len(live):  # drop ended rows: the loop costs what still runs
                 keep = live.nonzero().squeeze(-1)
-                cache.batch_select_indices(keep)
-                rows, new, attention, next_position, live = (rows[keep], new[keep], attention[keep],
-                                                             next_position[keep], live[keep])
-            attention = torch.cat([attention, attention.new_ones(len(rows), 1)], dim=-1)
-            logits = self.model(input_ids=new[:, None], attention_mask=attention, position_ids=next_position,
-                                use_cache=True, **{self.cache_kwarg: cache}).logits[:, -1]
+                decoder.select(keep)
+                rows, new, next_position, live = rows[keep], new[keep], next_position[keep], live[keep]
+            logits = decoder.step(new, next_position)
             next_position = next_position + 1
         samples = []
         for row in range(len(contexts) * n):

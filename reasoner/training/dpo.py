@@ -70,14 +70,15 @@ def pair_batch(tokenizer, pairs: list[dict]) -> dict:
                      [p.get("chosen_mask") for p in pairs] + [p.get("rejected_mask") for p in pairs])
 
 
-def sequence_logprobs(model, batch: dict, micro_batch_size: int) -> torch.Tensor:
+def sequence_logprobs(model, batch: dict, micro_batch_size: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Sum of each response's token log-probs: [rows]."""
-    return torch.cat([(response_logprobs(model, mb)[0] * mb["response_mask"]).sum(-1)
+    return torch.cat([(response_logprobs(model, mb, dtype=dtype)[0] * mb["response_mask"]).sum(-1)
                       for mb in micro_batches(batch, micro_batch_size)])
 
 
 @torch.no_grad()
-def reference_logprobs(reference, tokenizer, pairs: list[dict], micro_batch_size: int, cache: Path) -> torch.Tensor:
+def reference_logprobs(reference, tokenizer, pairs: list[dict], micro_batch_size: int, cache: Path,
+                       dtype: torch.dtype | None = None) -> torch.Tensor:
     """[P, 2] (chosen, rejected) summed log-probs under the reference, computed once and cached in `cache`
     (every rank computes them, so that ZeRO 3's collective forwards line up; rank 0 writes the cache)."""
     cached = cache.is_file()
@@ -87,7 +88,7 @@ def reference_logprobs(reference, tokenizer, pairs: list[dict], micro_batch_size
     rows = [torch.zeros(0, 2)]
     for start in range(0, len(pairs), micro_batch_size):
         part = pairs[start:start + micro_batch_size]
-        both = sequence_logprobs(reference, pair_batch(tokenizer, part), micro_batch_size)  # [2p]
+        both = sequence_logprobs(reference, pair_batch(tokenizer, part), micro_batch_size, dtype)  # [2p]
         rows.append(torch.stack([both[:len(part)], both[len(part):]], dim=-1))
     result = torch.cat(rows)
     if distributed.is_main():
@@ -147,7 +148,7 @@ class PairSource:
         if not self.pairs:
             log.warning("dpo: round %d found no (right, wrong) pair; the policy is left as it is", round_)
         self.ref = reference_logprobs(self.learner.reference, self.learner.tokenizer, self.pairs,
-                                      s.micro_batch_size, round_dir / "ref_logps.pt")
+                                      s.micro_batch_size, round_dir / "ref_logps.pt", self.learner.autocast)
         self.sampled_accuracy = float(np.mean([p["meta"].get("pass_rate_sampled", np.nan) for p in self.pairs]
                                               or [np.nan]))
         order_rng = random.Random(f"{s.seed}/{round_}")
@@ -195,7 +196,7 @@ def dpo_update(dpo: DPOConfig, micro_batch_size: int, learner: Learner, batch: P
     for i, (chunk, weight) in enumerate(zip(chunks, weights)):
         mb, ref, p = pair_batch(learner.tokenizer, [batch.pairs[j] for j in chunk]), batch.ref[chunk], len(chunk)
         mask = mb["response_mask"]  # [2p, T]
-        logp, entropy = response_logprobs(learner.model, mb, with_entropy=True)  # [2p, T]
+        logp, entropy = response_logprobs(learner.model, mb, with_entropy=True, dtype=learner.autocast)  # [2p, T]
         policy = (logp * mask).sum(-1)  # [2p]
         loss, stats = preference_loss(policy[:p], policy[p:], ref[:, 0], ref[:, 1], dpo.dpo_beta, dpo.dpo_loss,
                                       dpo.label_smoothing)

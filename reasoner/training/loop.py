@@ -31,6 +31,7 @@ from reasoner.monitoring.alarms import AlarmMonitor
 from reasoner.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from reasoner.config import TrainConfig, to_dict
 from reasoner.generation import make_generator
+from reasoner.precision import autocast_dtype
 from reasoner.monitoring.loggers import ScalarLoggers
 from reasoner.monitoring.metrics import MetricsWriter, progress, relative_drift
 from reasoner.training.rollout import verify_groups
@@ -50,6 +51,7 @@ class Learner:
     tokenizer: Any
     engine: Any  # distributed.TorchEngine or DeepSpeedEngine: backward(loss, last), step()
     reference: torch.nn.Module | None  # the frozen starting policy, when the algorithm needs one
+    autocast: torch.dtype | None = None  # mixed precision of training forwards (`--precision`), None: off
 
 
 class Source(Protocol):
@@ -92,7 +94,7 @@ def train(config: TrainConfig, model, tokenizer, algorithm: Algorithm, heldout: 
         model.load_state_dict(type(model).from_pretrained(checkpoint).state_dict())
     engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip, config.zero_stage,
                                      config.offload)
-    learner = Learner(model, tokenizer, engine, reference)
+    learner = Learner(model, tokenizer, engine, reference, autocast_dtype(config.precision, model))
     state, start_step = None, 0
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, engine)
@@ -103,7 +105,7 @@ def train(config: TrainConfig, model, tokenizer, algorithm: Algorithm, heldout: 
         keep_steps_before(metrics.path, start_step)
     distributed.barrier()
     generator = make_generator(config.backend, model, tokenizer, config.sampling.tools, config.sampling.max_tool_calls,
-                               dtype=rollout_dtype(config.rollout_dtype, config.zero_stage))
+                               dtype=rollout_dtype(config.rollout_dtype, config.zero_stage, learner.autocast))
     algorithm.source.start(learner, generator, state)
     history = metrics.read()
     monitor = AlarmMonitor(config.alarms, metrics.path.with_name("alarms.jsonl") if main else None, history)
@@ -153,12 +155,16 @@ def train(config: TrainConfig, model, tokenizer, algorithm: Algorithm, heldout: 
     return save_final(output / "final", engine, tokenizer, algorithm.save)
 
 
-def rollout_dtype(name: str, zero_stage: int) -> torch.dtype | None:
-    """The sampler's dtype for `--rollout-dtype` (None: the policy's own)."""
-    if name != "auto" and zero_stage == 3 and distributed.world_size() > 1:
+def rollout_dtype(name: str, zero_stage: int, autocast: torch.dtype | None) -> torch.dtype | None:
+    """The sampler's dtype for `--rollout-dtype` (None: the policy's own). `auto` samples in the training
+    forwards' precision (`autocast`, from `--precision`), unless ZeRO 3 splits the policy over ranks."""
+    whole_copy_impossible = zero_stage == 3 and distributed.world_size() > 1
+    if name == "auto":
+        return None if whole_copy_impossible else autocast
+    if whole_copy_impossible:
         raise ValueError(f"train: --rollout-dtype {name} samples from a whole copy of the policy, which ZeRO 3 "
                          f"splits over ranks; use it with --zero-stage 2")
-    return None if name == "auto" else getattr(torch, name)
+    return getattr(torch, name)
 
 
 def save_final(final: Path, engine, tokenizer, save_extra: Callable[[Path], None]) -> Path:

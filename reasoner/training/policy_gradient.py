@@ -179,9 +179,9 @@ def policy_gradient_update(s: Settings, learner: Learner, rollout: Rollout) -> d
     with torch.no_grad():
         pieces = prepared.pieces()
         if learner.reference is not None:
-            batch["ref_logp"] = prepared.join(response_logprobs(learner.reference, mb, s.temperature)[0] for mb in pieces)
+            batch["ref_logp"] = prepared.join(response_logprobs(learner.reference, mb, s.temperature, dtype=learner.autocast)[0] for mb in pieces)
         if s.epochs > 1 or (v.advantage in TOKEN_LEVEL and learner.reference is not None):
-            batch["old_logp"] = prepared.join(response_logprobs(learner.model, mb, s.temperature)[0] for mb in pieces)
+            batch["old_logp"] = prepared.join(response_logprobs(learner.model, mb, s.temperature, dtype=learner.autocast)[0] for mb in pieces)
     batch["advantages"] = ADVANTAGES[v.advantage](s, rewards, prepared.rows, batch, sizes)
     pieces = prepared.pieces()
 
@@ -191,7 +191,7 @@ def policy_gradient_update(s: Settings, learner: Learner, rollout: Rollout) -> d
     for epoch in range(s.epochs):
         for i, mb in enumerate(pieces):
             mask = mb["response_mask"]
-            logp, entropy = response_logprobs(learner.model, mb, s.temperature, with_entropy=epoch == 0)
+            logp, entropy = response_logprobs(learner.model, mb, s.temperature, epoch == 0, learner.autocast)
             old_logp = mb["old_logp"] if "old_logp" in mb else logp.detach()  # the trainer before this update
             share = mask.sum().item() / sizes.tokens
             if epoch == 0:
@@ -218,8 +218,8 @@ def rollout_kl(learner: Learner, rollout: Rollout, micro_batch_size: int, temper
     """Per-token KL estimate [N, T] of every sample to the reference, and the response mask [N, T]."""
     batch = rollout_batch(learner.tokenizer, rollout)
     pieces = list(micro_batches(batch, micro_batch_size))
-    logp = torch.cat([response_logprobs(learner.model, mb, temperature)[0] for mb in pieces])
-    ref_logp = torch.cat([response_logprobs(learner.reference, mb, temperature)[0] for mb in pieces])
+    logp = torch.cat([response_logprobs(learner.model, mb, temperature, dtype=learner.autocast)[0] for mb in pieces])
+    ref_logp = torch.cat([response_logprobs(learner.reference, mb, temperature, dtype=learner.autocast)[0] for mb in pieces])
     return KL_ESTIMATORS[estimator](logp, ref_logp), batch["response_mask"]
 
 

@@ -56,11 +56,12 @@ class ValueHead(torch.nn.Module):
         return torch.nn.functional.linear(hidden.float(), weight, bias).squeeze(-1)  # [B, T]
 
 
-def policy_forward(model, batch: dict, temperature: float, with_entropy: bool = False):
+def policy_forward(model, batch: dict, temperature: float, with_entropy: bool = False,
+                   dtype: torch.dtype | None = None):
     """One forward: log-probs [B, R] of the response tokens, the last hidden states [B, R, H] that predict
     them (the critic's features), and the entropy [B, R] (or None)."""
     width = batch["prompt_width"]
-    out = response_forward(model, batch, output_hidden_states=True)
+    out = response_forward(model, batch, dtype, output_hidden_states=True)
     features = out.hidden_states[-1][:, width - 1:-1]  # [B, R, H]: the state that predicts token t
     logp, entropy = token_logprobs(out.logits[:, :-1], batch["input_ids"][:, width:], temperature, with_entropy)
     return logp, features, entropy
@@ -120,9 +121,10 @@ class PPO:
         self.critic.schedule()  # once per training step, as the loop steps the policy's schedule
         return stats
 
-    def logp_and_values(self, model, batch: dict, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def logp_and_values(self, model, batch: dict, temperature: float,
+                        dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs [B, R] of the response tokens and V(s_t) [B, R] before each."""
-        logp, features, _ = policy_forward(model, batch, temperature)
+        logp, features, _ = policy_forward(model, batch, temperature, dtype=dtype)
         return logp, self.head(features)
 
     def train_on(self, learner: Learner, rollout: Rollout) -> dict:
@@ -137,11 +139,11 @@ class PPO:
         warming = self.updates < ppo.critic_warmup_steps
         with torch.no_grad():
             pieces = prepared.pieces()  # every rank runs as many forwards (ZeRO 3 gathers weights in each)
-            old = [self.logp_and_values(learner.model, mb, s.temperature) for mb in pieces]
+            old = [self.logp_and_values(learner.model, mb, s.temperature, learner.autocast) for mb in pieces]
             old_logp, old_values = prepared.join(p[0] for p in old), prepared.join(p[1] for p in old)  # [N, T]
             kl = None
             if learner.reference is not None:
-                ref_logp = prepared.join(response_logprobs(learner.reference, mb, s.temperature)[0] for mb in pieces)
+                ref_logp = prepared.join(response_logprobs(learner.reference, mb, s.temperature, dtype=learner.autocast)[0] for mb in pieces)
                 kl = KL_ESTIMATORS[s.kl_estimator](old_logp, ref_logp)  # [N, T]
         rewards = token_rewards(scores.flatten()[prepared.rows], kl, mask, s.beta)  # [N, T]
         advantages, returns = gae(rewards, old_values, mask, ppo.gamma, ppo.gae_lambda)  # [N, T]
@@ -167,7 +169,7 @@ class PPO:
             for i, mb in enumerate(pieces):
                 m = mb["response_mask"]
                 with torch.set_grad_enabled(not warming):  # warming up, the policy is only read
-                    logp, features, entropy = policy_forward(learner.model, mb, s.temperature, epoch == 0)
+                    logp, features, entropy = policy_forward(learner.model, mb, s.temperature, epoch == 0, learner.autocast)
                 pg, stats = clipped_policy_loss(logp, mb["old_logp"], mb["advantages"], m, s.clip_low, s.clip_high)
                 if "is_weights" in mb:
                     pg = pg * mb["is_weights"]

@@ -15,6 +15,7 @@ import verifiers
 from data.records import Task
 from reasoner.generation import Sample
 from reasoner.modeling import render_prompt
+from reasoner.precision import mixed_precision
 
 
 @dataclass
@@ -67,22 +68,25 @@ def pad_batch(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id
             "response_mask": response_mask, "prompt_width": width}
 
 
-def response_logprobs(model, batch: dict, temperature: float = 1.0, with_entropy: bool = False):
-    """Log-probs [B, R] of the response tokens (and the per-token entropy [B, R] if asked).
+def response_logprobs(model, batch: dict, temperature: float = 1.0, with_entropy: bool = False,
+                      dtype: torch.dtype | None = None):
+    """Log-probs [B, R] of the response tokens (and the per-token entropy [B, R] if asked); `dtype`: the
+    forward's mixed precision (reasoner/precision.py; None: the model's own).
 
     The chosen token's log-prob is its logit minus the log-sum-exp of the row, which avoids materialising
     a full log-softmax tensor for the gather.
     """
-    logits = response_forward(model, batch).logits[:, :-1]  # [B, R, V]
+    logits = response_forward(model, batch, dtype).logits[:, :-1]  # [B, R, V]
     return token_logprobs(logits, batch["input_ids"][:, batch["prompt_width"]:], temperature, with_entropy)
 
 
-def response_forward(model, batch: dict, **kwargs):
+def response_forward(model, batch: dict, dtype: torch.dtype | None = None, **kwargs):
     """The model's forward on a padded batch, with the output layer run only where it predicts a response
-    token (and at the last position): `.logits` is [B, R + 1, V]."""
+    token (and at the last position): `.logits` is [B, R + 1, V], in float32 under mixed precision."""
     keep = batch["input_ids"].shape[1] - batch["prompt_width"] + 1
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                 position_ids=batch["position_ids"], logits_to_keep=keep, **kwargs)
+    with mixed_precision(model, dtype):
+        return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                     position_ids=batch["position_ids"], logits_to_keep=keep, **kwargs)
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, with_entropy: bool = False):

@@ -17,6 +17,7 @@ from data.records import DataError, Task
 from reasoner.generation.tools import tool_segments
 from reasoner.monitoring.metrics import progress
 from reasoner.modeling import render_prompt
+from reasoner.precision import autocast_dtype, mixed_precision
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,9 @@ def warmup_cosine(step: int, warmup: int, total: int) -> float:
 
 
 def train_sft(model, tokenizer, tasks: list[Task], steps: int, batch_size: int, lr: float, warmup_steps: int,
-              weight_decay: float, seed: int) -> list[dict]:
+              weight_decay: float, seed: int, precision: str = "auto") -> list[dict]:
     """Fine-tune `model` in place; returns one record per logged step."""
+    dtype = autocast_dtype(precision, model)
     examples = tokenize_pairs(tokenizer, tasks)
     rng = random.Random(seed)
     torch.manual_seed(seed)
@@ -76,7 +78,8 @@ def train_sft(model, tokenizer, tasks: list[Task], steps: int, batch_size: int, 
             order += rng.sample(range(len(examples)), len(examples))
         batch = collate([examples[i] for i in order[:batch_size]], tokenizer.pad_token_id)
         del order[:batch_size]
-        loss = model(**batch).loss
+        with mixed_precision(model, dtype):
+            loss = model(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

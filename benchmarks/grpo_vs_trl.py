@@ -44,14 +44,15 @@ import torch  # noqa: E402
 import verifiers  # noqa: E402
 from data.synthetic import generate as builtin_tasks  # noqa: E402
 from reasoner.training import distributed  # noqa: E402
-from reasoner.config import SamplingConfig, TrainConfig  # noqa: E402
+from reasoner.config import PRECISIONS, SamplingConfig, TrainConfig  # noqa: E402
 from reasoner.config import SamplingParams  # noqa: E402
 from reasoner.generation.hf import HFGenerator  # noqa: E402
 from reasoner.modeling import init_model, load_model, load_tokenizer  # noqa: E402
 from reasoner.training.rollout import verify_groups  # noqa: E402
 from reasoner.training.sft import train_sft  # noqa: E402
 from reasoner.training.policy_gradient import Settings, policy_gradient_update  # noqa: E402
-from reasoner.training.loop import Learner, step_seed  # noqa: E402
+from reasoner.training.loop import Learner, rollout_dtype, step_seed  # noqa: E402
+from reasoner.precision import autocast_dtype  # noqa: E402
 
 
 def load_start_model(model: str, workdir: str, sft_steps: int):
@@ -86,9 +87,10 @@ class Ours:
             prompts_per_step=args.prompts, group_size=args.group_size, lr=args.lr, warmup_steps=0, grad_clip=1.0,
             sampling=SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0), beta=0.0,
             clip_low=0.2, clip_high=0.28, aggregation="token_mean", micro_batch_size=args.micro_batch,
-            skip_equal_groups=not args.keep_equal_groups, seed=0)
+            skip_equal_groups=not args.keep_equal_groups, precision=args.precision, seed=0)
         self.engine = distributed.make_engine(self.model, self.config.lr, 0, self.config.grad_clip)
-        self.generator = HFGenerator(self.model, self.tokenizer)
+        self.autocast = autocast_dtype(self.config.precision, self.model)  # as `reasoner train` does
+        self.generator = HFGenerator(self.model, self.tokenizer, dtype=rollout_dtype("auto", 2, self.autocast))
         self.tasks, self.step = tasks, 0
         self.times: list[dict] = []
         self.rewards: list[float] = []
@@ -102,8 +104,10 @@ class Ours:
         t1 = time.perf_counter()
         rollout = verify_groups(batch_tasks, groups)
         t2 = time.perf_counter()
-        policy_gradient_update(Settings.of("grpo", c), Learner(self.model, self.tokenizer, self.engine, None), rollout)
+        policy_gradient_update(Settings.of("grpo", c), Learner(self.model, self.tokenizer, self.engine, None,
+                                                               self.autocast), rollout)
         self.engine.schedule()
+        self.generator.load_weights(self.model)
         t3 = time.perf_counter()
         self.times.append({"generate": t1 - t0, "verify": t2 - t1, "update": t3 - t2, "step": t3 - t0})
         self.rewards.append(float(rollout.rewards.mean()))
@@ -131,7 +135,7 @@ def make_trl(model_dir: Path, tasks, args, workdir: Path, on_step_end):
         num_generations=args.group_size, max_completion_length=args.max_new_tokens, temperature=1.0, top_p=1.0,
         learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, adam_beta1=0.9, adam_beta2=0.99,
         weight_decay=0.0, max_grad_norm=1.0, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type="dapo",
-        scale_rewards="group", num_iterations=1, shuffle_dataset=False, use_cpu=True, bf16=False, fp16=False,
+        scale_rewards="group", num_iterations=1, shuffle_dataset=False, use_cpu=True, bf16=args.bf16, fp16=False,
         report_to="none", logging_strategy="no", save_strategy="no", disable_tqdm=True, seed=0,
         dataloader_num_workers=0, log_completions=False)
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": t.prompt}], "reference": t.reference}
@@ -166,6 +170,9 @@ def main() -> None:
     parser.add_argument("--eval-samples", type=int, default=4, help="samples per held-out prompt")
     parser.add_argument("--keep-equal-groups", action="store_true",
                         help="ours forwards groups whose rewards are all equal too, as TRL does")
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS,
+                        help="training precision of both (ours: --precision; TRL: bf16=True when it resolves to "
+                             "bfloat16, as accelerate's CPU autocast)")
     parser.add_argument("--workdir", default="runs/bench_grpo_vs_trl", help="start model and TRL's output dir")
     args = parser.parse_args()
     if (args.prompts * args.group_size) % args.micro_batch:
@@ -174,6 +181,7 @@ def main() -> None:
     logging.getLogger("transformers").setLevel(logging.ERROR)
     workdir = Path(args.workdir)
     start = build_start_model(workdir, args.sft_steps)
+    args.bf16 = autocast_dtype(args.precision, load_model(start)) == torch.bfloat16
     tasks = builtin_tasks("math", "train", (args.warmup + args.steps) * args.prompts)
 
     ours = Ours(start, tasks, args)
@@ -210,7 +218,8 @@ def main() -> None:
     phases = {k: float(np.mean([t[k] for t in ours.times[w:]])) for k in ("generate", "verify", "update")}
     print(f"\n{args.steps} measured steps each ({args.warmup} warm-up), {args.prompts} prompts x {args.group_size} "
           f"samples, max {args.max_new_tokens} new tokens, lr {args.lr}, beta 0, clip 0.2/0.28, torch threads "
-          f"{torch.get_num_threads()}{', ours keeps equal-reward groups' if args.keep_equal_groups else ''}")
+          f"{torch.get_num_threads()}, {'bfloat16 mixed precision' if args.bf16 else 'float32'} (both)"
+          f"{', ours keeps equal-reward groups' if args.keep_equal_groups else ''}")
     print(f"ours: {1 / ours_s:.3f} steps/s ({ours_s:.2f}s/step: generate {phases['generate']:.2f}s, verify "
           f"{phases['verify']:.2f}s, update {phases['update']:.2f}s), train reward {np.mean(ours.rewards[w:]):.3f}, "
           f"held-out reward after the run {final['ours'][0]:.3f} +- {final['ours'][1]:.3f}")

@@ -1,16 +1,20 @@
-"""What each speed measure of the GRPO step buys: every variant timed against the current code, alternating.
+"""What each speed measure of the GRPO step (and of SFT) buys: every variant timed against the current code, alternating.
 
-    OMP_NUM_THREADS=1 python benchmarks/step_ablations.py                 # grpo_vs_trl.py's start model
+    python benchmarks/step_ablations.py                 # grpo_vs_trl.py's start model, torch's default threads
     OMP_NUM_THREADS=1 python benchmarks/step_ablations.py --repeats 8
 
-Generation (16 prompts x 8 samples, 48 new tokens): the current sampler against torch.multinomial, and the
-current row dropping (once 1/16 of the batch has ended) against dropping at every end and against never
-dropping (stopping only when every row has ended). Update (policy_gradient_update, GRPO, on the rollouts of those prompts):
-skipping groups of equal rewards or not, and with every group kept, micro-batches of rows sorted by length
-and trimmed of all-padding columns or not. Scoring pass (forward and backward of one 64-row micro-batch):
-the model's default KV cache against use_cache=False, and the chosen token's log-prob as logit minus
-log-sum-exp against a gather from a full log-softmax. The first call of each variant is not timed; the machine's load drifts,
-so only the ratios within one line mean much.
+Generation (16 prompts x 8 samples, 48 new tokens): the current sampler (the lean Llama decoder with a
+preallocated cache, in the training precision, bfloat16 where the CPU has it) against the model's own forward
+with a growing cache, against a float32 sampler, and against torch.multinomial; the current row dropping (once 1/16 of
+the batch has ended) against dropping at every end and against never dropping (stopping only when every
+row has ended). Update (policy_gradient_update, GRPO, on the rollouts of those prompts): bfloat16 mixed
+precision against float32; skipping groups of equal rewards or not; and with every group kept,
+micro-batches of rows sorted by length and trimmed of all-padding columns or not. SFT step (forward and
+backward of 64 worked solutions): bfloat16 with plain attention against float32 and against bfloat16 with
+PyTorch's fused attention. Scoring pass (forward and backward of one 64-row micro-batch): the model's
+default KV cache against use_cache=False, and the chosen token's log-prob as logit minus log-sum-exp against
+a gather from a full log-softmax. `--threads 1,2` repeats everything at each torch thread count. The first
+call of each variant is not timed; the machine's load drifts, so only the ratios within one line mean much.
 """
 
 from __future__ import annotations
@@ -21,18 +25,20 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
 import reasoner.generation.hf as generation  # noqa: E402
+import reasoner.training.sft as sft  # noqa: E402
 import reasoner.training.batches as batches  # noqa: E402
+import reasoner.training.rollout as rollout_module  # noqa: E402
 from data.synthetic import generate as builtin_tasks  # noqa: E402
 from reasoner.training import distributed  # noqa: E402
 from reasoner.config import SamplingParams, TrainConfig  # noqa: E402
 from reasoner.training.policy_gradient import Settings, policy_gradient_update  # noqa: E402
+from reasoner.precision import autocast_dtype, mixed_precision  # noqa: E402
 from reasoner.training.loop import Learner  # noqa: E402
 from reasoner.training.rollout import verify_groups  # noqa: E402
 
@@ -42,6 +48,15 @@ def multinomial_draw(logits, params, rng):
     logprobs = torch.log_softmax(logits.float() / max(params.temperature, 1e-5), dim=-1)
     tokens = torch.multinomial(logprobs.exp(), 1, generator=rng).squeeze(-1)
     return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def forward_every_row(model, batch, dtype=None, hidden=False):
+    """The scoring forward as it was: every row with its own copy of its prompt, in one pass."""
+    keep = batch["input_ids"].shape[1] - batch["prompt_width"] + 1
+    with mixed_precision(model, dtype):
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                    position_ids=batch["position_ids"], logits_to_keep=keep, output_hidden_states=hidden)
+    return out.logits, out.hidden_states[-1][:, -keep:] if hidden else None
 
 
 def alternate(variants: dict, repeats: int) -> dict[str, float]:
@@ -67,31 +82,43 @@ def main() -> None:
     parser.add_argument("--workdir", default="runs/bench_grpo_vs_trl")
     parser.add_argument("--sft-steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=4, help="timed calls of each variant")
+    parser.add_argument("--threads", default=str(torch.get_num_threads()), help="comma-separated torch thread counts")
     args = parser.parse_args()
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    for threads in map(int, args.threads.split(",")):
+        torch.set_num_threads(threads)
+        print(f"torch threads {threads}", flush=True)
+        measure(args)
+
+
+def measure(args) -> None:
     from grpo_vs_trl import load_start_model
 
     model, tokenizer = load_start_model(args.model, args.workdir, args.sft_steps)
     tasks = builtin_tasks("math", "train", 16)
     prompts = [t.prompt for t in tasks]
     params = lambda seed: SamplingParams(48, 1.0, 1.0, seed)  # noqa: E731
-    current = generation.sample_tokens
+    current, lean_decoder = generation.sample_tokens, generation.supports
+    autocast = autocast_dtype("auto", model)
 
-    def generate_with(draw, drop_fraction):
-        generator = generation.HFGenerator(model, tokenizer, drop_fraction=drop_fraction)
+    def generate_with(draw=current, drop_fraction=1 / 16, dtype=autocast, lean=True):
+        generator = generation.HFGenerator(model, tokenizer, drop_fraction=drop_fraction, dtype=dtype)
 
         def call(seed):
             generation.sample_tokens = draw
+            generation.supports = lean_decoder if lean else (lambda m: False)
             try:
                 return generator.generate(prompts, 8, params(seed))
             finally:
-                generation.sample_tokens = current
+                generation.sample_tokens, generation.supports = current, lean_decoder
         return call
 
-    show("generate", alternate({"current": generate_with(current, 1 / 16),
-                                "torch.multinomial": generate_with(multinomial_draw, 1 / 16),
-                                "drop at every end": generate_with(current, 0.0),
-                                "never drop": generate_with(current, 1.0)}, args.repeats))
+    show("generate", alternate({"current": generate_with(),
+                                "model's forward and DynamicCache": generate_with(lean=False),
+                                "float32 sampler": generate_with(dtype=None),
+                                "neither (float32, model's forward)": generate_with(dtype=None, lean=False),
+                                "torch.multinomial": generate_with(multinomial_draw),
+                                "drop at every end": generate_with(drop_fraction=0.0),
+                                "never drop": generate_with(drop_fraction=1.0)}, args.repeats))
 
     rollouts = [verify_groups(tasks, generation.HFGenerator(model, tokenizer).generate(prompts, 8, params(seed)))
                 for seed in range(args.repeats + 1)]
@@ -100,22 +127,45 @@ def main() -> None:
 
     trim = batches.trim_padding
 
-    def update_with(skip_equal_groups, trim_padding=True):
+    shared_prompts = rollout_module.response_forward
+
+    def update_with(skip_equal_groups, trim_padding=True, dtype=autocast, share_prompts=True):
         config = TrainConfig(warmup_steps=0, lr=0.0, skip_equal_groups=skip_equal_groups)  # lr 0: the model stays
         engine = distributed.make_engine(model, config.lr, 0, config.grad_clip)
 
         def call(i):
             batches.trim_padding = trim if trim_padding else (lambda batch: batch)
+            rollout_module.response_forward = shared_prompts if share_prompts else forward_every_row
             try:
-                return policy_gradient_update(Settings.of("grpo", config), Learner(model, tokenizer, engine, None),
-                                              rollouts[i])
+                return policy_gradient_update(Settings.of("grpo", config),
+                                              Learner(model, tokenizer, engine, None, dtype), rollouts[i])
             finally:
-                batches.trim_padding = trim
+                batches.trim_padding, rollout_module.response_forward = trim, shared_prompts
         return call
 
     show("update", alternate({"current": update_with(True), "no equal-group skip": update_with(False)}, args.repeats))
     show("update, every group kept", alternate({"current": update_with(False),
+                                                "float32": update_with(False, dtype=None),
+                                                "each row its own prompt": update_with(False, share_prompts=False),
                                                 "no padding trim": update_with(False, False)}, args.repeats))
+
+    solutions = sft.collate(sft.tokenize_pairs(tokenizer, builtin_tasks("math", "train", 48)
+                                               + builtin_tasks("code", "train", 16)), tokenizer.pad_token_id)
+
+    def sft_step_with(dtype=autocast, fused_attention=False):
+        def call(_):
+            model.train()
+            with mixed_precision(model, dtype):
+                if fused_attention:
+                    model.set_attn_implementation("sdpa")  # back from the block's eager
+                model(**solutions).loss.backward()
+            model.zero_grad(set_to_none=True)
+            model.eval()
+        return call
+
+    show("sft step (64 worked solutions) fwd+bwd",
+         alternate({"current": sft_step_with(), "float32": sft_step_with(None),
+                    "bfloat16, fused attention": sft_step_with(fused_attention=True)}, args.repeats))
 
     batch = {k: v[:64] if torch.is_tensor(v) else v for k, v in batches.rollout_batch(tokenizer, rollouts[0]).items()}
     width, targets = batch["prompt_width"], batch["input_ids"][:, batch["prompt_width"]:]

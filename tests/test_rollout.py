@@ -1,9 +1,10 @@
-"""Padded batches: trimming the columns that are padding in every row changes no log-prob."""
+"""Padded batches: trimming the columns that are padding in every row changes no log-prob, and rows that
+share a prompt share its forward without changing a logit or a gradient."""
 
 import torch
 
 from reasoner.modeling import load_model, load_tokenizer
-from reasoner.training.rollout import micro_batches, pad_batch, response_logprobs, trim_padding
+from reasoner.training.rollout import micro_batches, pad_batch, response_forward, response_logprobs, trim_padding
 
 
 def test_trimmed_micro_batches_give_the_same_logprobs(micro_model):
@@ -29,3 +30,35 @@ def test_trim_keeps_one_response_column_of_a_masked_piece():
     batch["response_mask"] = torch.zeros_like(batch["response_mask"])
     trimmed = trim_padding(batch)
     assert trimmed["input_ids"].shape == (2, 3) and trimmed["response_mask"].shape == (2, 1)
+
+
+def _every_row_alone(model, batch):
+    """The reference computation: one plain forward of every row with its own copy of its prompt."""
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                position_ids=batch["position_ids"], output_hidden_states=True)
+    width = batch["prompt_width"]
+    return out.logits[:, width - 1:], out.hidden_states[-1][:, width - 1:]
+
+
+def test_rows_sharing_a_prompt_share_its_forward_with_the_same_logits_and_gradient(micro_model):
+    """A group's samples (and a pair's answers) encode their prompt once; logits, hidden states and the
+    gradient of every weight equal those of each row alone, including rows whose prompt is unique."""
+    model, tokenizer = load_model(micro_model), load_tokenizer(micro_model)
+    prompts = [[5, 6, 7]] * 3 + [[11, 12]] * 2 + [[13, 14, 15, 16]]  # groups of 3, 2 and 1
+    responses = [[20, 21, 22, 23], [30], [40, 41], [50, 51, 52], [60, 61], [70]]
+    batch = pad_batch(prompts, responses, tokenizer.pad_token_id)
+    weights = torch.linspace(-1, 1, len(responses))[:, None]
+
+    def grads(forward):
+        model.zero_grad()
+        logits, hidden = forward()
+        (logits.log_softmax(-1)[..., 3] * weights).sum().backward()
+        return logits.detach(), hidden.detach(), [p.grad.clone() for p in model.parameters()]
+
+    logits, hidden, shared = grads(lambda: response_forward(model, batch, hidden=True))
+    expected_logits, expected_hidden, alone = grads(lambda: _every_row_alone(model, batch))
+    torch.testing.assert_close(logits, expected_logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(hidden, expected_hidden, atol=1e-5, rtol=1e-5)
+    for got, want in zip(shared, alone):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    assert any(g.abs().sum() > 0 for g in shared)

@@ -60,10 +60,10 @@ def policy_forward(model, batch: dict, temperature: float, with_entropy: bool = 
                    dtype: torch.dtype | None = None):
     """One forward: log-probs [B, R] of the response tokens, the last hidden states [B, R, H] that predict
     them (the critic's features), and the entropy [B, R] (or None)."""
-    width = batch["prompt_width"]
-    out = response_forward(model, batch, dtype, output_hidden_states=True)
-    features = out.hidden_states[-1][:, width - 1:-1]  # [B, R, H]: the state that predicts token t
-    logp, entropy = token_logprobs(out.logits[:, :-1], batch["input_ids"][:, width:], temperature, with_entropy)
+    logits, hidden = response_forward(model, batch, dtype, hidden=True)
+    features = hidden[:, :-1]  # [B, R, H]: the state that predicts token t
+    logp, entropy = token_logprobs(logits[:, :-1], batch["input_ids"][:, batch["prompt_width"]:], temperature,
+                                   with_entropy)
     return logp, features, entropy
 
 

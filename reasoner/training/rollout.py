@@ -6,10 +6,12 @@ response starts at column W and `logits[:, W-1:-1]` predict exactly the response
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 import verifiers
 from data.records import Task
@@ -76,17 +78,38 @@ def response_logprobs(model, batch: dict, temperature: float = 1.0, with_entropy
     The chosen token's log-prob is its logit minus the log-sum-exp of the row, which avoids materialising
     a full log-softmax tensor for the gather.
     """
-    logits = response_forward(model, batch, dtype).logits[:, :-1]  # [B, R, V]
+    logits, _ = response_forward(model, batch, dtype)
+    logits = logits[:, :-1]  # [B, R, V]
     return token_logprobs(logits, batch["input_ids"][:, batch["prompt_width"]:], temperature, with_entropy)
 
 
-def response_forward(model, batch: dict, dtype: torch.dtype | None = None, **kwargs):
-    """The model's forward on a padded batch, with the output layer run only where it predicts a response
-    token (and at the last position): `.logits` is [B, R + 1, V], in float32 under mixed precision."""
-    keep = batch["input_ids"].shape[1] - batch["prompt_width"] + 1
+def response_forward(model, batch: dict, dtype: torch.dtype | None = None, hidden: bool = False):
+    """The model's forward on a padded batch at the positions that predict a response token (and the last
+    one): logits [B, R + 1, V] (float32 under mixed precision) and, if `hidden`, the last hidden states
+    [B, R + 1, H] there.
+
+    Rows that share a prompt (a group's samples, a pair's two answers) share its computation: the batch's
+    distinct prompts are encoded once, their KV cache is gathered for every row, and the responses run on
+    top of it, so a group of n pays for its prompt once instead of n times. The gradient reaches the shared
+    prompt from every row, as it would through n copies. Always two forwards, whatever the batch, so that
+    ZeRO 3's gathers line up across ranks.
+    """
+    width = batch["prompt_width"]
+    ids, attention, positions = batch["input_ids"], batch["attention_mask"], batch["position_ids"]
+    prompts, row_prompt = torch.unique(ids[:, :width], dim=0, return_inverse=True)  # [U, W], [B]
+    first = row_prompt.new_zeros(len(prompts)).scatter_(0, row_prompt, torch.arange(len(ids)))  # a row of each
+    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    cache = DynamicCache()
     with mixed_precision(model, dtype):
-        return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                     position_ids=batch["position_ids"], logits_to_keep=keep, **kwargs)
+        head = model(input_ids=prompts, attention_mask=attention[first, :width], position_ids=positions[first, :width],
+                     use_cache=True, logits_to_keep=1, output_hidden_states=hidden, **{cache_arg: cache})
+        cache.batch_select_indices(row_prompt)  # each row's prompt
+        tail = model(input_ids=ids[:, width:], attention_mask=attention, position_ids=positions[:, width:],
+                     use_cache=True, output_hidden_states=hidden, **{cache_arg: cache})
+    logits = torch.cat([head.logits[row_prompt], tail.logits], dim=1)  # [B, R + 1, V]
+    if not hidden:
+        return logits, None
+    return logits, torch.cat([head.hidden_states[-1][row_prompt, -1:], tail.hidden_states[-1]], dim=1)
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, with_entropy: bool = False):

@@ -53,6 +53,17 @@ def collate(examples: list[tuple[list[int], int, list[bool]]], pad_id: int) -> d
     return {"input_ids": input_ids, "labels": labels, "attention_mask": attention}
 
 
+def response_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Mean next-token loss over the labelled tokens (what `model(**batch).loss` computes), with the output
+    layer run only from the first labelled column on: the prompts' shared columns never reach it."""
+    labels = batch["labels"]
+    first = int((labels != -100).int().argmax(dim=1).min())  # earliest response column of any row
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                   logits_to_keep=labels.shape[1] - first + 1).logits[:, :-1]  # predict columns first..end
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels[:, first:].flatten(),
+                                             ignore_index=-100)
+
+
 def warmup_cosine(step: int, warmup: int, total: int) -> float:
     if step < warmup:
         return (step + 1) / warmup
@@ -79,7 +90,7 @@ def train_sft(model, tokenizer, tasks: list[Task], steps: int, batch_size: int, 
         batch = collate([examples[i] for i in order[:batch_size]], tokenizer.pad_token_id)
         del order[:batch_size]
         with mixed_precision(model, dtype):
-            loss = model(**batch).loss
+            loss = response_loss(model, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

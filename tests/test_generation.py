@@ -116,3 +116,71 @@ def test_sampled_frequencies_follow_the_tempered_softmax():
     kept = torch.softmax(logits[0, 1:3], dim=-1)
     torch.testing.assert_close(torch.bincount(tokens, minlength=5) / len(tokens),
                                torch.tensor([0.0, kept[0], kept[1], 0.0, 0.0]), atol=0.01, rtol=0)
+
+
+def test_the_lean_llama_decoder_computes_what_the_models_own_forward_does(micro_model, monkeypatch):
+    """Same prompts of different lengths, same seed: the preallocated-cache decoder and the model's forward
+    with a DynamicCache give the same tokens and log-probs, through prompt repeats and row drops."""
+    import reasoner.generation.hf as hf
+
+    gen = _generator(micro_model, drop_fraction=0.0)  # drop ended rows at every end: select() runs often
+    assert hf.supports(gen.model)
+    params = SamplingParams(max_new_tokens=24, temperature=1.0, seed=3)
+    lean = gen.generate(PROMPTS, 4, params)
+    monkeypatch.setattr(hf, "supports", lambda model: False)
+    plain = gen.generate(PROMPTS, 4, params)
+    lean_samples, plain_samples = [s for g in lean for s in g], [s for g in plain for s in g]
+    assert [s.token_ids for s in lean_samples] == [s.token_ids for s in plain_samples]
+    assert len({len(s.token_ids) for s in lean_samples}) > 1  # rows ended at different steps
+    for a, b in zip(lean_samples, plain_samples):
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=1e-4)
+
+
+def test_models_that_are_not_llama_keep_their_own_forward(micro_model):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    import reasoner.generation.hf as hf
+
+    tokenizer = load_tokenizer(micro_model)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=16, n_layer=1, n_head=2,
+                                      eos_token_id=tokenizer.eos_token_id)).eval()
+    assert not hf.supports(gpt2)
+    groups = HFGenerator(gpt2, tokenizer).generate(PROMPTS[:2], 2, SamplingParams(max_new_tokens=6, seed=0))
+    assert [len(g) for g in groups] == [2, 2] and all(len(s.token_ids) <= 6 for g in groups for s in g)
+
+
+def test_lean_decoder_logits_equal_a_full_forward_step_by_step(micro_model):
+    """Decoder logits after prefill, prompt repeats, row drops and single-token steps, against one forward
+    of each row's whole sequence; a sharpened copy of the micro model makes attention matter."""
+    from reasoner.generation.llama_decode import StaticCacheDecoder
+
+    model, tokenizer = load_model(micro_model), load_tokenizer(micro_model)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(4.0)  # a random micro model's attention is near uniform; this one's is not
+    prompts = [[5, 6, 7, 8, 9], [11, 12, 13]]
+    enc = tokenizer.pad({"input_ids": prompts}, return_tensors="pt")
+    positions = (enc.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    steps = torch.tensor([[20, 21, 22, 23], [30, 31, 32, 33], [40, 41, 42, 43], [50, 51, 52, 53]])  # 2 per prompt
+    decoder = StaticCacheDecoder(model)
+    with torch.no_grad():
+        logits = [decoder.prefill(enc.input_ids, enc.attention_mask, positions, 5 + 4).repeat_interleave(2, 0)]
+        decoder.repeat_interleave(2)
+        rows, position = torch.arange(4), positions[:, -1:].repeat_interleave(2, 0) + 1
+        for t in range(4):
+            if t == 2:  # row 1 ends: drop it
+                rows, position = rows[[0, 2, 3]], position[[0, 2, 3]]
+                decoder.select(torch.tensor([0, 2, 3]))
+            out = decoder.step(steps[rows, t], position)
+            position = position + 1
+            full = torch.zeros(4, out.shape[-1])
+            full[rows] = out
+            logits.append(full)
+        for row in range(4):
+            prompt = prompts[row // 2]
+            ids = torch.tensor([prompt + steps[row].tolist()])
+            expected = model(input_ids=ids).logits[0, len(prompt) - 1:]  # predictions after the prompt, each step
+            for t in range(5):
+                if row == 1 and t >= 3:
+                    continue  # dropped
+                torch.testing.assert_close(logits[t][row], expected[t], atol=2e-5, rtol=1e-5)

@@ -10,8 +10,8 @@ the batch has ended) against dropping at every end and against never dropping (s
 row has ended). Update (policy_gradient_update, GRPO, on the rollouts of those prompts): bfloat16 mixed
 precision against float32; skipping groups of equal rewards or not; and with every group kept,
 micro-batches of rows sorted by length and trimmed of all-padding columns or not. SFT step (forward and
-backward of 64 worked solutions): bfloat16 with plain attention against float32 and against bfloat16 with
-PyTorch's fused attention. Scoring pass (forward and backward of one 64-row micro-batch): the model's
+backward of 64 worked solutions): bfloat16 with plain attention against float32, against bfloat16 with
+PyTorch's fused attention, and against the output layer run on every column (the model's own loss). Scoring pass (forward and backward of one 64-row micro-batch): the model's
 default KV cache against use_cache=False, and the chosen token's log-prob as logit minus log-sum-exp against
 a gather from a full log-softmax. `--threads 1,2` repeats everything at each torch thread count. The first
 call of each variant is not timed; the machine's load drifts, so only the ratios within one line mean much.
@@ -20,7 +20,6 @@ call of each variant is not timed; the machine's load drifts, so only the ratios
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -152,20 +151,22 @@ def measure(args) -> None:
     solutions = sft.collate(sft.tokenize_pairs(tokenizer, builtin_tasks("math", "train", 48)
                                                + builtin_tasks("code", "train", 16)), tokenizer.pad_token_id)
 
-    def sft_step_with(dtype=autocast, fused_attention=False):
+    def sft_step_with(dtype=autocast, fused_attention=False, response_columns_only=True):
         def call(_):
             model.train()
             with mixed_precision(model, dtype):
                 if fused_attention:
                     model.set_attn_implementation("sdpa")  # back from the block's eager
-                model(**solutions).loss.backward()
+                loss = sft.response_loss(model, solutions) if response_columns_only else model(**solutions).loss
+            loss.backward()
             model.zero_grad(set_to_none=True)
             model.eval()
         return call
 
     show("sft step (64 worked solutions) fwd+bwd",
          alternate({"current": sft_step_with(), "float32": sft_step_with(None),
-                    "bfloat16, fused attention": sft_step_with(fused_attention=True)}, args.repeats))
+                    "bfloat16, fused attention": sft_step_with(fused_attention=True),
+                    "output layer on every column": sft_step_with(response_columns_only=False)}, args.repeats))
 
     batch = {k: v[:64] if torch.is_tensor(v) else v for k, v in batches.rollout_batch(tokenizer, rollouts[0]).items()}
     width, targets = batch["prompt_width"], batch["input_ids"][:, batch["prompt_width"]:]

@@ -7,6 +7,7 @@ same path as a real model directory.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -174,6 +175,11 @@ def load_model(path: str | Path, dtype: torch.dtype = torch.float32, device: str
     except (OSError, ValueError) as exc:
         raise ModelDirError(f"{path}: could not load a causal LM: {exc}") from exc
     return model.to(device)
+
+
+def cache_kwarg(model: torch.nn.Module) -> str:
+    """The forward's name for a KV cache: transformers 5 renamed `past_key_values` to `cache`."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def render_prompt(tokenizer, prompt: str) -> str:

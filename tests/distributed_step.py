@@ -19,6 +19,7 @@ from reasoner.training.dpo import PairBatch, dpo_update, reference_logprobs
 from reasoner.training.policy_gradient import Settings, policy_gradient_update
 from reasoner.training.loop import Learner
 from reasoner.training.ppo import PPO, PPOSettings
+from reasoner.precision import autocast_dtype
 from verifiers import Verdict
 
 GROUPS, GROUP_SIZE, PAIRS = 4, 4, 6
@@ -47,7 +48,8 @@ def fixed_pairs(tokenizer) -> list[dict]:
              "rejected_ids": response_ids(tokenizer, k + 1, 3), "meta": {}} for k in range(PAIRS)]
 
 
-def main(model_dir: str, out: str, zero_stage: int = 2, micro_batch_size: int = 3, algo: str = "grpo") -> None:
+def main(model_dir: str, out: str, zero_stage: int = 2, micro_batch_size: int = 3, algo: str = "grpo",
+         precision: str = "float32") -> None:
     distributed.init()
     rank, world = distributed.rank(), distributed.world_size()
     torch.manual_seed(0)
@@ -57,7 +59,7 @@ def main(model_dir: str, out: str, zero_stage: int = 2, micro_batch_size: int = 
     reference = distributed.frozen_copy(model, zero_stage) if config.beta or algo == "dpo" else None
     ppo = PPO(PPOSettings.of(config), model.config.hidden_size) if algo == "ppo" else None
     engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip, zero_stage=zero_stage)
-    learner = Learner(model, tokenizer, engine, reference)
+    learner = Learner(model, tokenizer, engine, reference, autocast_dtype(precision, model))
     if algo == "dpo":
         pairs = fixed_pairs(tokenizer)
         ref = reference_logprobs(reference, tokenizer, pairs, 4, __import__("pathlib").Path(out + ".ref.pt"))
@@ -75,4 +77,4 @@ def main(model_dir: str, out: str, zero_stage: int = 2, micro_batch_size: int = 
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], *map(int, sys.argv[3:5]), *sys.argv[5:6])
+    main(sys.argv[1], sys.argv[2], *map(int, sys.argv[3:5]), *sys.argv[5:7])

@@ -53,3 +53,24 @@ def test_two_ranks_update_equals_one_process(micro_model, tmp_path, algo, zero_s
     diffs = torch.cat([(two["weights"][k] - v).abs().flatten() for k, v in one["weights"].items()])
     assert diffs.max().item() <= 2 * lr
     assert (diffs > 1e-5).float().mean().item() < 0.005
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("deepspeed") is None, reason="the deepspeed launcher is not installed")
+@pytest.mark.parametrize("zero_stage, micro_batch_size", [(2, 3), (3, 16)])
+def test_two_ranks_under_bfloat16_mixed_precision_agree_with_one_process(micro_model, tmp_path, zero_stage,
+                                                                         micro_batch_size):
+    """The default precision on a bfloat16 CPU (`--precision auto`) under ZeRO 2 and 3: autocast and the
+    float32 output layer work through DeepSpeed's hooks, and two ranks agree with one process up to
+    bfloat16 rounding (their gradients are summed in another order)."""
+    single, double = tmp_path / "one.pt", tmp_path / "two.pt"
+    subprocess.run([sys.executable, str(SCRIPT), str(micro_model), str(single), "2", str(micro_batch_size), "grpo",
+                    "bfloat16"], check=True, env=_env(), cwd=ROOT, timeout=600)
+    launcher = ["deepspeed", "--num_gpus", "2", "--no_local_rank", "--master_port", str(29575 + zero_stage),
+                str(SCRIPT), str(micro_model), str(double), str(zero_stage), str(micro_batch_size), "grpo", "bfloat16"]
+    result = subprocess.run(launcher, env=_env(), cwd=ROOT, timeout=900, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    one, two = torch.load(single), torch.load(double)
+    assert two["loss"] == pytest.approx(one["loss"], rel=2e-2, abs=1e-4)
+    assert two["grad_norm"] == pytest.approx(one["grad_norm"], rel=2e-2)
+    assert all(v.dtype == torch.float32 for v in two["weights"].values())

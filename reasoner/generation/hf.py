@@ -10,7 +10,6 @@ a preallocated cache, any other by its own forward (`llama_decode.py`).
 from __future__ import annotations
 
 import copy
-import inspect
 from collections.abc import Callable
 
 import torch
@@ -48,16 +47,13 @@ class HFGenerator:
     def __init__(self, model: torch.nn.Module, tokenizer, batch_size: int = 256, drop_fraction: float = 1 / 16,
                  dtype: torch.dtype | None = None):
         self.tokenizer, self.batch_size = tokenizer, batch_size
-        # In another dtype than the policy's (`--rollout-dtype`), the sampler is a copy of the policy in that
-        # dtype, refreshed from the policy after every update: a mismatch between sampler and trainer, made.
+        # In another dtype than the policy's (`--rollout-dtype`; by default that of the training forwards'
+        # mixed precision), the sampler is a copy of the policy in that dtype, refreshed after every update.
         self.dtype = dtype if dtype is not None and dtype != next(model.parameters()).dtype else None
         self.model = copy.deepcopy(model).to(self.dtype) if self.dtype else model
         # Dropping ended rows copies the whole KV cache, so it waits until this fraction of the batch has
         # ended (0: at every end); until then ended rows ride along and their tokens are ignored.
         self.drop_fraction = drop_fraction
-        # transformers 5 renamed `past_key_values` to `cache`; take whichever this version's forward has.
-        params = inspect.signature(model.forward).parameters
-        self.cache_kwarg = "cache" if "cache" in params else "past_key_values"
 
     def load_weights(self, model: torch.nn.Module) -> None:
         if self.dtype:
@@ -93,7 +89,7 @@ class HFGenerator:
         eos_tensor = torch.tensor(sorted(eos_ids), device=device)
         enc = self.tokenizer.pad({"input_ids": contexts}, return_tensors="pt").to(device)  # left-padded
         positions = (enc.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [P, L]
-        decoder = StaticCacheDecoder(self.model) if supports(self.model) else HFDecoder(self.model, self.cache_kwarg)
+        decoder = StaticCacheDecoder(self.model) if supports(self.model) else HFDecoder(self.model)
         logits = decoder.prefill(enc.input_ids, enc.attention_mask, positions,
                                  enc.input_ids.shape[1] + params.max_new_tokens)  # [P, V]
         # Encode each prompt once, then give every one of its n samples a copy of its cache.

@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
+from reasoner.modeling import cache_kwarg
+
 
 def supports(model: torch.nn.Module) -> bool:
     """Whether `model` is a Llama whose forward this module reproduces."""
@@ -34,8 +36,8 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 class HFDecoder:
     """The model's own forward with a `DynamicCache`: any causal LM."""
 
-    def __init__(self, model: torch.nn.Module, cache_kwarg: str):
-        self.model, self.cache_kwarg = model, cache_kwarg
+    def __init__(self, model: torch.nn.Module):
+        self.model, self.cache_kwarg = model, cache_kwarg(model)
         self.cache = self.attention = None
 
     def prefill(self, input_ids, attention_mask, position_ids, capacity: int) -> torch.Tensor:

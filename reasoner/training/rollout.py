@@ -6,7 +6,6 @@ response starts at column W and `logits[:, W-1:-1]` predict exactly the response
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +15,7 @@ from transformers import DynamicCache
 import verifiers
 from data.records import Task
 from reasoner.generation import Sample
-from reasoner.modeling import render_prompt
+from reasoner.modeling import cache_kwarg, render_prompt
 from reasoner.precision import mixed_precision
 
 
@@ -98,8 +97,7 @@ def response_forward(model, batch: dict, dtype: torch.dtype | None = None, hidde
     ids, attention, positions = batch["input_ids"], batch["attention_mask"], batch["position_ids"]
     prompts, row_prompt = torch.unique(ids[:, :width], dim=0, return_inverse=True)  # [U, W], [B]
     first = row_prompt.new_zeros(len(prompts)).scatter_(0, row_prompt, torch.arange(len(ids)))  # a row of each
-    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-    cache = DynamicCache()
+    cache_arg, cache = cache_kwarg(model), DynamicCache()
     with mixed_precision(model, dtype):
         head = model(input_ids=prompts, attention_mask=attention[first, :width], position_ids=positions[first, :width],
                      use_cache=True, logits_to_keep=1, output_hidden_states=hidden, **{cache_arg: cache})

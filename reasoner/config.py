@@ -106,7 +106,7 @@ class SFTConfig:
     model: str = opt("", "model directory to start from", path="model")
     data: str = opt("", "task records whose meta.solution is the target (default: built-in train tasks)", path="file")
     output: str = opt("", "directory to write the fine-tuned model to")
-    steps: int = opt(400, "optimiser steps")
+    steps: int = opt(600, "optimiser steps")
     batch_size: int = opt(64, "sequences per step")
     lr: float = opt(2e-3, "peak learning rate (linear warm-up, cosine decay)")
     warmup_steps: int = opt(30, "warm-up steps")

@@ -181,10 +181,10 @@ def main() -> None:
     logging.getLogger("transformers").setLevel(logging.ERROR)
     workdir = Path(args.workdir)
     start = build_start_model(workdir, args.sft_steps)
-    args.bf16 = autocast_dtype(args.precision, load_model(start)) == torch.bfloat16
     tasks = builtin_tasks("math", "train", (args.warmup + args.steps) * args.prompts)
 
     ours = Ours(start, tasks, args)
+    args.bf16 = ours.autocast == torch.bfloat16  # TRL trains in the precision ours resolved to
     trl_times: list[float] = []
     mark = [0.0]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from reasoner.modeling import cache_kwarg
 
@@ -25,12 +26,6 @@ def supports(model: torch.nn.Module) -> bool:
     partitioned = any(hasattr(p, "ds_id") for p in model.parameters())  # ZeRO 3 gathers weights in its hooks
     return (type(model).__name__ == "LlamaForCausalLM" and getattr(config, "hidden_act", "") == "silu"
             and not getattr(config, "pretraining_tp", 1) > 1 and not partitioned)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
 
 
 class HFDecoder:
@@ -71,6 +66,7 @@ class StaticCacheDecoder:
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.group = self.heads // self.kv_heads  # query heads per key/value head
         self.keys = self.values = self.valid = None
         self.length = 0
 
@@ -111,8 +107,7 @@ class StaticCacheDecoder:
     def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         model = self.model.model
         hidden = model.embed_tokens(input_ids)  # [rows, T, hidden]
-        cos, sin = model.rotary_emb(hidden, position_ids)
-        cos, sin = cos[:, None], sin[:, None]  # [rows, 1, T, head dim]
+        cos, sin = model.rotary_emb(hidden, position_ids)  # [rows, T, head dim]
         rows, width = input_ids.shape
         start, end = self.length, self.length + width
         for index, layer in enumerate(self.layers):
@@ -121,15 +116,14 @@ class StaticCacheDecoder:
             q = attention.q_proj(x).view(rows, width, self.heads, self.head_dim).transpose(1, 2)
             k = attention.k_proj(x).view(rows, width, self.kv_heads, self.head_dim).transpose(1, 2)
             v = attention.v_proj(x).view(rows, width, self.kv_heads, self.head_dim).transpose(1, 2)
-            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
             self.keys[index, :, :, start:end] = k
             self.values[index, :, :, start:end] = v
             keys, values = self.keys[index, :, :, :end], self.values[index, :, :, :end]  # [rows, kv, L, D]
-            group = self.heads // self.kv_heads
-            q = q.reshape(rows, self.kv_heads, group * width, self.head_dim)
+            q = q.reshape(rows, self.kv_heads, self.group * width, self.head_dim)
             scores = (q @ keys.transpose(-1, -2)).float() * attention.scaling  # [rows, kv, group*T, L]
-            scores = scores.view(rows, self.kv_heads, group, width, end).masked_fill(~mask[:, :, None], float("-inf"))
-            weights = torch.softmax(scores, dim=-1).to(values.dtype).view(rows, self.kv_heads, group * width, end)
+            scores = scores.view(rows, self.kv_heads, self.group, width, end).masked_fill(~mask[:, :, None], float("-inf"))
+            weights = torch.softmax(scores, dim=-1).to(values.dtype).view(rows, self.kv_heads, self.group * width, end)
             out = (weights @ values).view(rows, self.heads, width, self.head_dim)
             hidden = hidden + attention.o_proj(out.transpose(1, 2).reshape(rows, width, -1))
             x = layer.post_attention_layernorm(hidden)

@@ -96,7 +96,7 @@ def response_forward(model, batch: dict, dtype: torch.dtype | None = None, hidde
     width = batch["prompt_width"]
     ids, attention, positions = batch["input_ids"], batch["attention_mask"], batch["position_ids"]
     prompts, row_prompt = torch.unique(ids[:, :width], dim=0, return_inverse=True)  # [U, W], [B]
-    first = row_prompt.new_zeros(len(prompts)).scatter_(0, row_prompt, torch.arange(len(ids)))  # a row of each
+    first = row_prompt.new_zeros(len(prompts)).scatter_(0, row_prompt, torch.arange(len(ids), device=ids.device))  # a row of each
     cache_arg, cache = cache_kwarg(model), DynamicCache()
     with mixed_precision(model, dtype):
         head = model(input_ids=prompts, attention_mask=attention[first, :width], position_ids=positions[first, :width],

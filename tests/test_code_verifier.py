@@ -225,3 +225,25 @@ def test_every_mbpp_reference_solution_passes(patient):
     verdicts = patient.verify_batch(pairs)
     failed = [(row["task_id"], v.reason) for row, v in zip(rows, verdicts) if not v.correct]
     assert failed == []
+
+
+def test_a_repeated_program_runs_once_and_each_copy_gets_its_verdict(sandbox):
+    """A group at low entropy repeats its program word for word: each distinct (program, tests) runs once
+    in the sandbox, and every copy gets the verdict it would get alone, in order."""
+    ran = []
+
+    class Counting:
+        def map(self, jobs, workers=None):
+            ran.extend(jobs)
+            return sandbox.map(jobs, workers)
+
+    right, wrong = "def add(a, b):\n    return a + b", "def add(a, b):\n    return a - b"
+    pairs = [(right, ADD), (wrong, ADD), (right, ADD), (right, {"tests": ["assert add(2, 2) == 5"]}), (wrong, ADD)]
+    verdicts = CodeVerifier(sandbox=Counting()).verify_batch(pairs)
+    assert [v.correct for v in verdicts] == [True, False, True, False, False]
+    assert len(ran) == 3  # right and wrong under ADD, right under the other test
+    alone = [CodeVerifier(sandbox=sandbox).verify(*pair) for pair in pairs]
+    outcome = lambda v: (v.reason, [(t["passed"], t["error"]) for t in v.details["tests"]])  # noqa: E731 (not seconds)
+    assert [outcome(v) for v in verdicts] == [outcome(v) for v in alone]
+    verdicts[0].details["tests"][0]["passed"] = "changed"  # copies, not one shared result
+    assert verdicts[2].details["tests"][0]["passed"] is True

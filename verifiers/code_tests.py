@@ -19,6 +19,7 @@ program cannot pass by exiting early, printing a fake result or returning object
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import re
@@ -74,6 +75,19 @@ def partial_credit(verdict: Verdict) -> float:
     return sum(t["passed"] for t in tests) / len(tests) if tests else 0.0
 
 
+def run_distinct(sandbox: Sandbox, jobs: list[dict], workers: int | None = None) -> list[dict]:
+    """The sandbox's result for each job, with each distinct job run once: a group of samples from one
+    policy often repeats a program word for word (at low entropy, most of a group), and the same program
+    under the same tests is the same run. A duplicate gets its own copy of the result. (A program whose
+    outcome is random gets one draw for all its copies: the same chance of passing for each.)"""
+    keys = [json.dumps(j, sort_keys=True) for j in jobs]
+    slot: dict[str, int] = {}
+    for key in keys:
+        slot.setdefault(key, len(slot))
+    ran = sandbox.map([json.loads(key) for key in slot], workers)
+    return [copy.deepcopy(ran[slot[key]]) for key in keys]
+
+
 @register("code")
 class CodeVerifier(Verifier):
     """Unit tests for model-written Python, run in the sandbox. `verify_batch` keeps every worker busy."""
@@ -100,7 +114,7 @@ class CodeVerifier(Verifier):
                 plans.append(Verdict(False, 0.0, f"bad reference: {type(exc).__name__}: {exc}"[:200],
                                      extract_program(response) if isinstance(response, str) else None))
         jobs = [j for plan in plans if not isinstance(plan, Verdict) for j in plan[1]]
-        results = iter(self.sandbox.map(jobs, workers))
+        results = iter(run_distinct(self.sandbox, jobs, workers))
         verdicts = []
         for plan in plans:
             if isinstance(plan, Verdict):

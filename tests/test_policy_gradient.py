@@ -145,3 +145,37 @@ def test_on_policy_gspo_and_cispo_take_grpo_gradients_with_their_aggregations():
                                                          aggregation="sequence_mean")[0]))
     torch.testing.assert_close(grad(lambda lp: cispo_loss(lp, lp.detach(), advantages, mask, sizes)[0]),
                                grad(lambda lp: grpo_loss(lp, lp.detach(), None, advantages, mask, sizes)[0]))
+
+
+def test_a_second_epoch_takes_its_ratio_against_the_policy_before_the_update(micro_model, monkeypatch):
+    """With --epochs-per-batch 2 the old log-probs of the second pass are the first pass's (the policy
+    before this step's first update), so the second pass's ratios move off 1 and its clip can bind."""
+    from reasoner.generation.hf import HFGenerator
+    from reasoner.config import SamplingParams
+    from reasoner.modeling import load_model, load_tokenizer
+    from reasoner.training import distributed, policy_gradient
+    from reasoner.training.loop import Learner
+    from reasoner.training.rollout import verify_groups
+
+    model, tokenizer = load_model(str(micro_model)), load_tokenizer(str(micro_model))
+    tasks = [Task(f"t{i}", f"Say something of {i} words.", "even_length", "") for i in range(4)]
+    rollout = verify_groups(tasks, HFGenerator(model, tokenizer).generate([t.prompt for t in tasks], 4,
+                                                                          SamplingParams(8, 1.0, 1.0, 0)))
+    config = TrainConfig(epochs_per_batch=2, lr=1e-2, warmup_steps=0, precision="float32", skip_equal_groups=False,
+                         micro_batch_size=8)
+    seen = []
+    clip = policy_gradient.LOSSES["clip"]
+
+    def recording(s, mb, logp, old_logp, weights, sizes):
+        seen.append((logp.detach().clone(), old_logp.clone(), mb["response_mask"]))
+        return clip(s, mb, logp, old_logp, weights, sizes)
+
+    monkeypatch.setitem(policy_gradient.LOSSES, "clip", recording)
+    learner = Learner(model, tokenizer, distributed.make_engine(model, config.lr, 0, config.grad_clip), None, None)
+    policy_gradient_update(Settings.of("grpo", config), learner, rollout)
+    first, second = seen[:len(seen) // 2], seen[len(seen) // 2:]
+    assert len(first) == len(second) == 2  # 16 rows in micro-batches of 8, twice
+    for (logp0, old0, _), (logp1, old1, mask) in zip(first, second):
+        assert torch.equal(old0, logp0)  # first pass: ratio exactly 1
+        assert torch.equal(old1, logp0)  # second pass: against the policy before the update
+        assert ((logp1 - old1).abs() * mask).max() > 1e-4  # ... which the first update moved

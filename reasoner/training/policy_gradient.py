@@ -180,7 +180,7 @@ def policy_gradient_update(s: Settings, learner: Learner, rollout: Rollout) -> d
         pieces = prepared.pieces()
         if learner.reference is not None:
             batch["ref_logp"] = prepared.join(response_logprobs(learner.reference, mb, s.temperature, dtype=learner.autocast)[0] for mb in pieces)
-        if s.epochs > 1 or (v.advantage in TOKEN_LEVEL and learner.reference is not None):
+        if v.advantage in TOKEN_LEVEL and learner.reference is not None:  # the advantages pay the KL
             batch["old_logp"] = prepared.join(response_logprobs(learner.model, mb, s.temperature, dtype=learner.autocast)[0] for mb in pieces)
     batch["advantages"] = ADVANTAGES[v.advantage](s, rewards, prepared.rows, batch, sizes)
     pieces = prepared.pieces()
@@ -192,7 +192,9 @@ def policy_gradient_update(s: Settings, learner: Learner, rollout: Rollout) -> d
         for i, mb in enumerate(pieces):
             mask = mb["response_mask"]
             logp, entropy = response_logprobs(learner.model, mb, s.temperature, epoch == 0, learner.autocast)
-            old_logp = mb["old_logp"] if "old_logp" in mb else logp.detach()  # the trainer before this update
+            if "old_logp" not in mb:  # the first epoch's log-probs: the trainer before this update, kept for the next
+                mb["old_logp"] = logp.detach()
+            old_logp = mb["old_logp"]
             share = mask.sum().item() / sizes.tokens
             if epoch == 0:
                 mismatch, worst = mismatch_shares(old_logp, mb["sampler_logp"], mask, sizes.tokens)

@@ -7,9 +7,11 @@ Generation (16 prompts x 8 samples, 48 new tokens): the current sampler (the lea
 preallocated cache, in the training precision, bfloat16 where the CPU has it) against the model's own forward
 with a growing cache, against a float32 sampler, and against torch.multinomial; the current row dropping (once 1/16 of
 the batch has ended) against dropping at every end and against never dropping (stopping only when every
-row has ended). Update (policy_gradient_update, GRPO, on the rollouts of those prompts): bfloat16 mixed
+row has ended). Verification (32 code tasks x 8 samples): each distinct program run once in the sandbox
+against every sample run. Update (policy_gradient_update, GRPO, on the rollouts of those prompts): bfloat16 mixed
 precision against float32; skipping groups of equal rewards or not; and with every group kept,
-micro-batches of rows sorted by length and trimmed of all-padding columns or not. SFT step (forward and
+micro-batches of rows sorted by length and trimmed of all-padding columns or not, and two epochs per batch
+(the second pass's old log-probs are the first pass's). SFT step (forward and
 backward of 64 worked solutions): bfloat16 with plain attention against float32, against bfloat16 with
 PyTorch's fused attention, and against the output layer run on every column (the model's own loss). Scoring pass (forward and backward of one 64-row micro-batch): the model's
 default KV cache against use_cache=False, and the chosen token's log-prob as logit minus log-sum-exp against
@@ -30,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 import reasoner.generation.hf as generation  # noqa: E402
+import verifiers  # noqa: E402
+import verifiers.code_tests as code_tests  # noqa: E402
 import reasoner.training.sft as sft  # noqa: E402
 import reasoner.training.batches as batches  # noqa: E402
 import reasoner.training.rollout as rollout_module  # noqa: E402
@@ -128,8 +132,28 @@ def measure(args) -> None:
 
     shared_prompts = rollout_module.response_forward
 
-    def update_with(skip_equal_groups, trim_padding=True, dtype=autocast, share_prompts=True):
-        config = TrainConfig(warmup_steps=0, lr=0.0, skip_equal_groups=skip_equal_groups)  # lr 0: the model stays
+    code_tasks = builtin_tasks("code", "train", 32)
+    code_groups = generation.HFGenerator(model, tokenizer).generate([t.prompt for t in code_tasks], 8, params(0))
+    items = [(t.verifier, s.graded_text, t.reference) for t, group in zip(code_tasks, code_groups) for s in group]
+    distinct = code_tests.run_distinct
+
+    def verify_with(run_each_distinct_once):
+        def call(_):
+            code_tests.run_distinct = distinct if run_each_distinct_once else (
+                lambda sandbox, jobs, workers=None: sandbox.map(jobs, workers))
+            try:
+                return verifiers.verify_many(items)
+            finally:
+                code_tests.run_distinct = distinct
+        return call
+
+    print(f"code samples: {len(items)}, distinct programs: {len({text for _, text, _ in items})}")
+    show("verify (32 code tasks x 8)", alternate({"current": verify_with(True),
+                                                  "every sample run": verify_with(False)}, args.repeats))
+
+    def update_with(skip_equal_groups, trim_padding=True, dtype=autocast, share_prompts=True, epochs=1):
+        config = TrainConfig(warmup_steps=0, lr=0.0, skip_equal_groups=skip_equal_groups,
+                             epochs_per_batch=epochs)  # lr 0: the model stays
         engine = distributed.make_engine(model, config.lr, 0, config.grad_clip)
 
         def call(i):
@@ -146,7 +170,8 @@ def measure(args) -> None:
     show("update, every group kept", alternate({"current": update_with(False),
                                                 "float32": update_with(False, dtype=None),
                                                 "each row its own prompt": update_with(False, share_prompts=False),
-                                                "no padding trim": update_with(False, False)}, args.repeats))
+                                                "no padding trim": update_with(False, False),
+                                                "two epochs per batch": update_with(False, epochs=2)}, args.repeats))
 
     solutions = sft.collate(sft.tokenize_pairs(tokenizer, builtin_tasks("math", "train", 48)
                                                + builtin_tasks("code", "train", 16)), tokenizer.pad_token_id)

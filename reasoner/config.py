@@ -214,6 +214,8 @@ class TrainConfig:
     micro_batch_size: int = opt(64, "sequences per forward/backward")
     skip_equal_groups: bool = opt(True, "drop groups whose rewards are all equal (no gradient)")
     dynamic_sampling_rounds: int = opt(1, "rounds replacing all-equal groups by groups for fresh prompts (0: off)")
+    spare_prompts: int = opt(8, "prompts sampled beyond --prompts-per-step with every batch: their groups replace "
+                                "all-equal ones before any refill round, the rest are dropped (dynamic sampling; 0: none)")
     retire_solved: bool = opt(True, "stop drawing a prompt once one of its groups is all correct")
     reestimate_every: int = opt(25, "steps between re-estimates of retired prompts' pass rates (0: never)")
     reestimate_prompts: int = opt(64, "retired prompts re-estimated each time, those checked longest ago first")

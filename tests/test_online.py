@@ -12,7 +12,7 @@ from data.records import Task
 from reasoner.config import TrainConfig
 from reasoner.config import SamplingParams
 from reasoner.generation import Sample
-from reasoner.training.dynamic_sampling import refill_equal_groups, reestimate_retired
+from reasoner.training.dynamic_sampling import refill_equal_groups, reestimate_retired, select_groups, take_spares
 from reasoner.training.rollout import verify_groups
 
 
@@ -108,6 +108,34 @@ def test_dynamic_sampling_replaces_equal_groups_and_retires_solved():
     assert "t0" not in {t.id for t in rollout.tasks}
 
 
+def test_spare_groups_replace_equal_groups_in_draw_order():
+    tasks = _tasks(7)
+    # main: t0 all right, t1 mixed, t2 all wrong; spares: t3 all right (not usable), t4, t5, t6 mixed
+    generator = ScriptedGenerator({f"p{i}": [4, 2, 0, 4, 1, 3, 2][i] for i in range(7)})
+    both = verify_groups(tasks, generator.generate([t.prompt for t in tasks], 4, None))
+    main, spare = select_groups(both, [0, 1, 2]), select_groups(both, [3, 4, 5, 6])
+    out, used = take_spares(main, spare)
+    assert used == 2 and [t.id for t in out.tasks] == ["t4", "t1", "t5"]
+    assert [v.correct for v in out.verdicts] == [True] * 1 + [False] * 3 + [True] * 2 + [False] * 2 + [True] * 3 + [False]
+    assert take_spares(main, select_groups(both, [3])) == (main, 0)  # no usable spare: nothing changes
+
+
+def test_spares_are_observed_and_used_before_a_refill_round():
+    tasks = _tasks(6)
+    # main t0 (all right), t1 (all wrong); spares t2 (all right), t3 (mixed); the refill draws from the pool
+    generator = ScriptedGenerator({f"p{i}": [4, 0, 4, 2, 1, 3][i] for i in range(6)})
+    pool = PromptPool(tasks, seed=0)
+    both = verify_groups(tasks[:4], generator.generate([t.prompt for t in tasks[:4]], 4, None))
+    main, spare = select_groups(both, [0, 1]), select_groups(both, [2, 3])
+    out, stats = refill_equal_groups(generator, None, pool, main, 0, SamplingParams(8, 1.0, 1.0, 0), rounds=1,
+                                     spare=spare)
+    assert {"t0", "t2"} <= set(pool.retired)  # the dropped groups still count: both retired
+    assert pool.pass_rates["t3"] == [2, 4]
+    assert out.tasks[0].id == "t3" and stats["spare_groups_used"] == 1
+    assert stats["equal_reward_groups_drawn"] == 1.0 and stats["dynamic_refills"] == 1  # t1's slot, refilled
+    assert float(out.rewards[1].std()) > 0
+
+
 def test_dynamic_sampling_off_changes_nothing():
     tasks = _tasks(2)
     generator = ScriptedGenerator({"p0": 4, "p1": 0})
@@ -200,3 +228,46 @@ def test_two_ranks_keep_identical_pools_and_train_what_one_process_would(monkeyp
     assert pools[0].state() == pools[1].state() == single_pool.state()
     interleaved = [t.id for pair in zip(rollouts[0].tasks, rollouts[1].tasks) for t in pair]
     assert interleaved == [t.id for t in single.tasks]
+
+
+def test_two_ranks_with_spares_keep_identical_pools(monkeypatch):
+    """Spares stay on their rank, but what every rank observes of them is gathered: the pools stay equal,
+    and each rank trains its own share of the groups."""
+    import threading
+
+    from reasoner.training import distributed
+
+    tasks = _tasks(16)
+    right = {f"p{i}": [4, 0, 2, 4, 4, 1, 0, 4, 3, 4, 0, 2, 4, 1, 0, 2][i] for i in range(16)}
+    params = SamplingParams(8, 1.0, 1.0, 0)
+    local, barrier, slots = threading.local(), threading.Barrier(2), [None, None]
+
+    def gather(obj):
+        slots[local.rank] = obj
+        barrier.wait()
+        out = list(slots)
+        barrier.wait()
+        return out
+
+    monkeypatch.setattr(distributed, "rank", lambda: local.rank)
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    monkeypatch.setattr(distributed, "all_gather_objects", gather)
+    pools, results = [PromptPool(tasks, seed=5) for _ in range(2)], [None, None]
+
+    def run(rank):
+        local.rank = rank
+        drawn = pools[rank].next(4 + 4)
+        mine = drawn[:4][rank::2] + drawn[4:][rank::2]
+        both = verify_groups(mine, ScriptedGenerator(right).generate([t.prompt for t in mine], 4, None))
+        results[rank] = refill_equal_groups(ScriptedGenerator(right), None, pools[rank], select_groups(both, [0, 1]),
+                                            0, params, rounds=1, spare=select_groups(both, [2, 3]))
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert pools[0].state() == pools[1].state()
+    assert len(pools[0].pass_rates) >= 8  # every drawn group, spares included, observed on both ranks
+    assert results[0][1] == results[1][1]  # the step's metrics are global
+    assert all(len(rollout.tasks) == 2 for rollout, _ in results)

@@ -1,4 +1,5 @@
-"""Dynamic sampling in the training loop: all-equal groups replaced by fresh ones, retired prompts re-estimated.
+"""Dynamic sampling in the training loop: all-equal groups replaced by spare groups sampled with the batch, then
+by fresh ones; retired prompts re-estimated.
 
 The pool itself (which prompts are drawn, which retired, the state saved in checkpoints) is
 `data.prompt_pool.PromptPool`; this module does the generation and verification it needs. Whatever changes the
@@ -38,6 +39,18 @@ def sample_groups(generator, model, zero_stage: int, tasks, n: int, params: Samp
     return verify_groups(tasks, groups) if tasks else None
 
 
+def equal_flags(rollout: Rollout) -> list[bool]:
+    """Which groups have all-equal rewards (no gradient for a group-relative advantage)."""
+    return (rollout.rewards.std(dim=-1) == 0).tolist()
+
+
+def select_groups(rollout: Rollout, groups: list[int]) -> Rollout:
+    """The rollout of the given groups, in that order."""
+    n = rollout.group_size
+    return Rollout([rollout.tasks[g] for g in groups], [s for g in groups for s in rollout.samples[g * n:(g + 1) * n]],
+                   [v for g in groups for v in rollout.verdicts[g * n:(g + 1) * n]], n)
+
+
 def replace_groups(rollout: Rollout, fresh: Rollout, slots: list[int]) -> Rollout:
     """The rollout with group slots[j] replaced by fresh group j."""
     n = rollout.group_size
@@ -49,22 +62,36 @@ def replace_groups(rollout: Rollout, fresh: Rollout, slots: list[int]) -> Rollou
     return Rollout(tasks, samples, verdicts, n)
 
 
+def take_spares(rollout: Rollout, spare: Rollout) -> tuple[Rollout, int]:
+    """The rollout with its all-equal groups replaced, in order, by the spare groups that are not all-equal
+    (in draw order); and how many were used."""
+    slots = [g for g, equal in enumerate(equal_flags(rollout)) if equal]
+    usable = [g for g, equal in enumerate(equal_flags(spare)) if not equal][:len(slots)]
+    if not usable:
+        return rollout, 0
+    return replace_groups(rollout, select_groups(spare, usable), slots[:len(usable)]), len(usable)
+
+
 def refill_equal_groups(generator, model, pool: PromptPool, rollout: Rollout, step: int, params: SamplingParams,
-                        rounds: int, zero_stage: int = 2) -> tuple[Rollout, dict]:
-    """Track pass rates and retire solved prompts from this step's groups, then replace all-equal groups by
-    groups for fresh prompts, for up to `rounds` rounds (DAPO's dynamic sampling). Returns the rollout to
-    train on and the step's pool metrics."""
+                        rounds: int, zero_stage: int = 2, spare: Rollout | None = None) -> tuple[Rollout, dict]:
+    """Track pass rates and retire solved prompts from this step's groups (and the spare groups drawn with
+    them), replace all-equal groups by spare groups that are not, then by groups for fresh prompts, for up
+    to `rounds` rounds (DAPO's dynamic sampling). Returns the rollout to train on and the step's pool
+    metrics. Spares stay on their rank; with spares, every rank passes a rollout (maybe of no groups)."""
     rank = distributed.rank()
     retired = pool.observe(gathered_results(rollout), step)
+    equal_by_rank = distributed.all_gather_objects(equal_flags(rollout))
+    first_equal = sum(map(sum, equal_by_rank)) / max(1, sum(map(len, equal_by_rank)))
+    spares_used = 0
+    if spare is not None:
+        retired += pool.observe(gathered_results(spare), step)
+        rollout, used = take_spares(rollout, spare)
+        spares_used = sum(distributed.all_gather_objects(used))
     refills = 0
-    first_equal = None
-    for round_ in range(1, rounds + 2):
-        equal = (rollout.rewards.std(dim=-1) == 0).tolist()
-        equal_by_rank = distributed.all_gather_objects(equal)
-        count = sum(sum(flags) for flags in equal_by_rank)
-        if first_equal is None:
-            first_equal = count / max(1, sum(len(flags) for flags in equal_by_rank))
-        if count == 0 or round_ > rounds:
+    for round_ in range(1, rounds + 1):
+        equal_by_rank = distributed.all_gather_objects(equal_flags(rollout))
+        count = sum(map(sum, equal_by_rank))
+        if count == 0:
             break
         plan = refill_plan(equal_by_rank, pool.next(count))[rank]
         slots = sorted(plan)
@@ -74,8 +101,8 @@ def refill_equal_groups(generator, model, pool: PromptPool, rollout: Rollout, st
         if fresh is not None:
             rollout = replace_groups(rollout, fresh, slots)
         refills += count
-    return rollout, {"dynamic_refills": refills, "equal_reward_groups_drawn": first_equal, "pool_retired_now": retired,
-                     "pool_active": pool.active, "pool_retired": len(pool.retired)}
+    return rollout, {"dynamic_refills": refills, "equal_reward_groups_drawn": first_equal, "spare_groups_used": spares_used,
+                     "pool_retired_now": retired, "pool_active": pool.active, "pool_retired": len(pool.retired)}
 
 
 @torch.no_grad()

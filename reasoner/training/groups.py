@@ -1,8 +1,9 @@
 """GRPO's and PPO's batches: groups of samples of the current policy, verified, with the pool kept current.
 
 A step draws `prompts_per_step` prompts from the `PromptPool` (data/prompt_pool.py), each rank takes its
-share (a group never spans ranks), samples `group_size` responses per prompt and verifies them. All-equal
-groups are then replaced by fresh ones (dynamic sampling, `dynamic_sampling.py`) and every
+share (a group never spans ranks), samples `group_size` responses per prompt and verifies them, with
+`spare_prompts` more drawn and sampled alongside. All-equal groups are then replaced by spare groups that
+are not, then by fresh ones (dynamic sampling, `dynamic_sampling.py`), and every
 `reestimate_every` steps the retired prompts are re-estimated. Every seed derives from (seed, step).
 """
 
@@ -19,7 +20,7 @@ from reasoner.training import distributed
 from reasoner.config import SamplingConfig, TrainConfig
 from reasoner.monitoring.metrics import length_stats, tool_stats
 from reasoner.training.rollout import Rollout, verify_groups
-from reasoner.training.dynamic_sampling import reestimate_retired, refill_equal_groups
+from reasoner.training.dynamic_sampling import reestimate_retired, refill_equal_groups, select_groups
 from reasoner.training.loop import Learner, step_seed
 
 
@@ -34,6 +35,7 @@ class GroupPlan:
     seed: int
     retire_solved: bool
     refill_rounds: int  # dynamic sampling's rounds (0: off)
+    spare_prompts: int  # drawn and sampled beyond prompts_per_step, to replace all-equal groups
     reestimate_every: int
     reestimate_prompts: int
     reestimate_samples: int
@@ -41,8 +43,11 @@ class GroupPlan:
     zero_stage: int
 
     @classmethod
-    def of(cls, c: TrainConfig, refill_rounds: int) -> GroupPlan:
-        return cls(c.steps, c.prompts_per_step, c.group_size, c.sampling, c.seed, c.retire_solved, refill_rounds,
+    def of(cls, c: TrainConfig, dynamic_sampling: bool) -> GroupPlan:
+        """With `dynamic_sampling` false (an algorithm that learns from all-equal groups too) no spare is
+        drawn and no group refilled."""
+        return cls(c.steps, c.prompts_per_step, c.group_size, c.sampling, c.seed, c.retire_solved,
+                   c.dynamic_sampling_rounds if dynamic_sampling else 0, c.spare_prompts if dynamic_sampling else 0,
                    c.reestimate_every, c.reestimate_prompts, c.reestimate_samples, c.return_below, c.zero_stage)
 
 
@@ -55,6 +60,8 @@ class GroupSource:
 
     def start(self, learner: Learner, generator, state: dict | None) -> None:
         world = distributed.world_size()
+        if self.plan.spare_prompts < 0:
+            raise ValueError(f"train: --spare-prompts must be 0 or more, got {self.plan.spare_prompts}")
         if self.plan.prompts_per_step % world:
             raise ValueError(f"train: prompts-per-step {self.plan.prompts_per_step} must be a multiple of the "
                              f"{world} processes, so that every group stays on one rank")
@@ -76,18 +83,22 @@ class GroupSource:
         if c.reestimate_every > 0 and step > 0 and step % c.reestimate_every == 0:
             pool_stats = reestimate_retired(self.generator, self.model, self.pool, step, params, c.reestimate_prompts,
                                             c.reestimate_samples, c.return_below, c.zero_stage)
-        tasks = self.pool.next(c.prompts_per_step)[rank::world]  # the same draw on every rank
+        drawn = self.pool.next(c.prompts_per_step + c.spare_prompts)  # the same draw on every rank
+        tasks, spares = drawn[:c.prompts_per_step][rank::world], drawn[c.prompts_per_step:][rank::world]
         with distributed.gathered_parameters(self.model, c.zero_stage):
-            groups = self.generator.generate([t.prompt for t in tasks], c.group_size, params)
+            groups = self.generator.generate([t.prompt for t in tasks + spares], c.group_size, params)
         t_generate = time.time()
-        rollout = verify_groups(tasks, groups)
+        both = verify_groups(tasks + spares, groups)
+        rollout = select_groups(both, list(range(len(tasks))))
+        spare = select_groups(both, list(range(len(tasks), len(both.tasks)))) if c.spare_prompts else None
         rollout, refills = refill_equal_groups(self.generator, self.model, self.pool, rollout, step, params,
-                                               c.refill_rounds, c.zero_stage)
+                                               c.refill_rounds, c.zero_stage, spare)
         t_verify = time.time()
         everyone = merge_rollouts(distributed.all_gather_objects(rollout))
+        generated = distributed.all_reduce([float(both.lengths.sum())])[0]  # the spares' tokens too
         return rollout, {**rollout_metrics(everyone), **refills, **pool_stats,
                          "time_generate_s": t_generate - t0, "time_verify_s": t_verify - t_generate,
-                         "generate_tokens_per_s": int(everyone.lengths.sum()) / max(1e-9, t_generate - t0)}
+                         "generate_tokens_per_s": generated / max(1e-9, t_generate - t0)}
 
 
 def merge_rollouts(parts: list[Rollout]) -> Rollout:

@@ -229,11 +229,10 @@ def policy_gradient_algorithm(algo: str, config: TrainConfig, model, tasks: list
     """A critic-free policy-gradient algorithm for the loop: sampled groups (with dynamic sampling where the
     advantage is group-relative) and `policy_gradient_update`."""
     settings = Settings.of(algo, config)
-    refills = config.dynamic_sampling_rounds
-    if not settings.variant.group_relative and refills:
+    dynamic = settings.variant.group_relative
+    if not dynamic and (config.dynamic_sampling_rounds or config.spare_prompts):
         log.info("train: %s learns from all-equal groups too: dynamic sampling off (--dynamic-sampling-rounds %d "
-                 "given, 0 used)", algo, refills)
-        refills = 0
-    return Algorithm(algo, GroupSource(GroupPlan.of(config, refills), tasks),
+                 "and --spare-prompts %d given, 0 used)", algo, config.dynamic_sampling_rounds, config.spare_prompts)
+    return Algorithm(algo, GroupSource(GroupPlan.of(config, dynamic), tasks),
                      lambda learner, rollout: policy_gradient_update(settings, learner, rollout),
                      needs_reference=config.beta > 0, expected_steps=config.steps)

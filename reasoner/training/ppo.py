@@ -199,9 +199,9 @@ class PPO:
 
 def ppo_algorithm(config: TrainConfig, model, tasks: list[Task]) -> Algorithm:
     """PPO for the loop: GRPO's groups without refills, the critic's head trained beside the policy."""
-    if config.dynamic_sampling_rounds:
+    if config.dynamic_sampling_rounds or config.spare_prompts:
         log.info("train: ppo learns from all-equal groups too: dynamic sampling off (--dynamic-sampling-rounds "
-                 "%d given, 0 used)", config.dynamic_sampling_rounds)
+                 "%d and --spare-prompts %d given, 0 used)", config.dynamic_sampling_rounds, config.spare_prompts)
     ppo = PPO(PPOSettings.of(config), model.config.hidden_size)
-    return Algorithm("ppo", GroupSource(GroupPlan.of(config, refill_rounds=0), tasks), ppo.update, needs_reference=config.beta > 0,
+    return Algorithm("ppo", GroupSource(GroupPlan.of(config, dynamic_sampling=False), tasks), ppo.update, needs_reference=config.beta > 0,
                      expected_steps=config.steps, save=ppo.save, load=ppo.load)

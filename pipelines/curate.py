@@ -12,6 +12,7 @@ from reasoner.config import CurateConfig
 from reasoner.sampling import sample_and_verify
 from reasoner.generation import make_generator
 from reasoner.modeling import load_model, load_tokenizer
+from reasoner.precision import autocast_dtype
 
 HELP = "keep the prompts whose pass rate under the policy lies in a band"
 CONFIG = CurateConfig
@@ -29,7 +30,8 @@ def run_stage(config: CurateConfig) -> Path:
     save_stage_config(config, output.parent, output.stem + ".config.json")
     log.info("curate: %d candidate prompts, %d samples each", len(tasks), config.samples_per_prompt)
     params = config.sampling.params(config.seed)
-    generator = make_generator(config.backend, model, tokenizer, config.sampling.tools, config.sampling.max_tool_calls)
+    generator = make_generator(config.backend, model, tokenizer, config.sampling.tools, config.sampling.max_tool_calls,
+                               dtype=autocast_dtype(config.precision, model))
     results = sample_and_verify(generator, tasks, config.samples_per_prompt, params, desc="curate")
     rates = []
     for r in results:

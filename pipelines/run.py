@@ -57,9 +57,11 @@ def plan(config: cfg.RunConfig) -> dict[str, object]:
         used = dataclasses.replace(given, **tools)
         derived(f"{stage}.sampling", given, used, "--tools and --max-tool-calls hold for every stage")
         config = dataclasses.replace(config, **{stage: dataclasses.replace(getattr(config, stage), sampling=used)})
+    sampler = config.train.precision if config.train.rollout_dtype == "auto" else config.train.rollout_dtype
     curate_config = dataclasses.replace(config.curate, model=policy, data=tasks_train,
                                         output=str(out / "curate" / "curated.jsonl"),
-                                        sampling=dataclasses.replace(config.train.sampling))
+                                        sampling=dataclasses.replace(config.train.sampling),
+                                        precision=sampler if sampler in cfg.PRECISIONS else config.curate.precision)
     train_config = dataclasses.replace(config.train, model=policy, data=curate_config.output,
                                        output=str(out / "train"), metrics=str(out / "metrics.jsonl"),
                                        algo=config.algo, heldout=config.train.heldout or tasks_heldout,
@@ -74,8 +76,9 @@ def plan(config: cfg.RunConfig) -> dict[str, object]:
                                    backend=config.train.backend)
     if config.algo == "dpo":
         train_config.dpo = dataclasses.replace(dpo, pairs=pairs_config.output, prompts_per_round=budget_prompts)
-    derived("curate.sampling", config.curate.sampling, curate_config.sampling,
-            "curate estimates pass rates under the sampling that training will use")
+    for name in ("sampling", "precision"):
+        derived(f"curate.{name}", getattr(config.curate, name), getattr(curate_config, name),
+                "curate estimates pass rates under the sampling that training will use")
     derived("sft.steps", config.sft.steps, sft_config.steps, "--sft-steps")
     for name in ("algo", "nproc", "hostfile"):
         derived(f"train.{name}", getattr(config.train, name), getattr(train_config, name), f"--{name}")

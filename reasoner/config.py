@@ -139,6 +139,9 @@ class CurateConfig:
     band_high: float = opt(0.95, "... and at most this")
     max_prompts: int = opt(0, "cap on kept prompts, balanced across families (0: no cap)")
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    precision: str = opt("auto", "the sampler's precision: bfloat16, float32, or auto: bfloat16 where the hardware "
+                                 "multiplies it natively, as training's sampler does by default (README: Speed)",
+                         choices=PRECISIONS)
     seed: int = opt(99, "sampling seed")
     backend: str = opt("hf", "generation backend: hf or vllm", choices=BACKENDS)
 

@@ -48,3 +48,20 @@ def test_balanced_subset_draws_evenly_and_without_repeats():
     assert len(subset) == 16 and len({t.id for t in subset}) == 16
     assert [t.family for t in subset].count("code") == 8
     assert balanced_subset(tasks, 0) == tasks
+
+
+@pytest.mark.parametrize("precision, rollout_dtype, curate", [("auto", "auto", "auto"), ("float32", "auto", "float32"),
+                                                              ("auto", "float32", "float32"),
+                                                              ("float32", "bfloat16", "bfloat16")])
+def test_run_curates_with_the_sampler_that_training_will_use(tmp_path, precision, rollout_dtype, curate):
+    """Pass rates are estimated under training's sampling: its temperature and length, and its sampler's
+    precision (--rollout-dtype, or by default --precision's)."""
+    from pipelines.run import plan
+    from reasoner.config import RunConfig
+
+    config = RunConfig(output=str(tmp_path))
+    config.train.precision, config.train.rollout_dtype, config.curate.precision = precision, rollout_dtype, "bfloat16"
+    config.train.sampling.temperature = 0.7
+    steps = plan(config)
+    assert steps["curate"].precision == curate
+    assert steps["curate"].sampling.temperature == 0.7

@@ -183,13 +183,39 @@ def test_training_records_pool_metrics_and_resumes_the_pool(micro_model, tmp_pat
     assert set(state["pool"]) == {"pass_rates", "retired"}
 
 
-def test_two_ranks_keep_identical_pools_and_train_what_one_process_would(monkeypatch):
-    """Two ranks as threads with a gathering barrier: the same pool state on both, and together the same
-    groups as a single process."""
+def as_two_ranks(monkeypatch, run) -> list:
+    """run(rank) on two threads posing as two ranks, whose all_gather_objects meet at a barrier; the results."""
     import threading
 
     from reasoner.training import distributed
 
+    local, barrier, slots, results = threading.local(), threading.Barrier(2), [None, None], [None, None]
+
+    def gather(obj):
+        slots[local.rank] = obj
+        barrier.wait()
+        out = list(slots)
+        barrier.wait()
+        return out
+
+    def one(rank):
+        local.rank = rank
+        results[rank] = run(rank)
+
+    monkeypatch.setattr(distributed, "rank", lambda: local.rank)
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    monkeypatch.setattr(distributed, "all_gather_objects", gather)
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return results
+
+
+def test_two_ranks_keep_identical_pools_and_train_what_one_process_would(monkeypatch):
+    """Two ranks as threads with a gathering barrier: the same pool state on both, and together the same
+    groups as a single process."""
     tasks = _tasks(12)
     right = {f"p{i}": [4, 0, 2, 4, 4, 1, 0, 4, 3, 4, 0, 2][i] for i in range(12)}
     params = SamplingParams(8, 1.0, 1.0, 0)
@@ -202,29 +228,8 @@ def test_two_ranks_keep_identical_pools_and_train_what_one_process_would(monkeyp
     single, stats = one_rank(single_pool, single_pool.next(4))
     assert stats["dynamic_refills"] > 0 and stats["pool_retired"] > 0
 
-    local, barrier, slots = threading.local(), threading.Barrier(2), [None, None]
-
-    def gather(obj):
-        slots[local.rank] = obj
-        barrier.wait()
-        out = list(slots)
-        barrier.wait()
-        return out
-
-    monkeypatch.setattr(distributed, "rank", lambda: local.rank)
-    monkeypatch.setattr(distributed, "world_size", lambda: 2)
-    monkeypatch.setattr(distributed, "all_gather_objects", gather)
-    pools, rollouts = [PromptPool(tasks, seed=5) for _ in range(2)], [None, None]
-
-    def run(rank):
-        local.rank = rank
-        rollouts[rank] = one_rank(pools[rank], pools[rank].next(4)[rank::2])[0]
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    pools = [PromptPool(tasks, seed=5) for _ in range(2)]
+    rollouts = as_two_ranks(monkeypatch, lambda rank: one_rank(pools[rank], pools[rank].next(4)[rank::2])[0])
     assert pools[0].state() == pools[1].state() == single_pool.state()
     interleaved = [t.id for pair in zip(rollouts[0].tasks, rollouts[1].tasks) for t in pair]
     assert interleaved == [t.id for t in single.tasks]
@@ -233,40 +238,19 @@ def test_two_ranks_keep_identical_pools_and_train_what_one_process_would(monkeyp
 def test_two_ranks_with_spares_keep_identical_pools(monkeypatch):
     """Spares stay on their rank, but what every rank observes of them is gathered: the pools stay equal,
     and each rank trains its own share of the groups."""
-    import threading
-
-    from reasoner.training import distributed
-
     tasks = _tasks(16)
     right = {f"p{i}": [4, 0, 2, 4, 4, 1, 0, 4, 3, 4, 0, 2, 4, 1, 0, 2][i] for i in range(16)}
     params = SamplingParams(8, 1.0, 1.0, 0)
-    local, barrier, slots = threading.local(), threading.Barrier(2), [None, None]
-
-    def gather(obj):
-        slots[local.rank] = obj
-        barrier.wait()
-        out = list(slots)
-        barrier.wait()
-        return out
-
-    monkeypatch.setattr(distributed, "rank", lambda: local.rank)
-    monkeypatch.setattr(distributed, "world_size", lambda: 2)
-    monkeypatch.setattr(distributed, "all_gather_objects", gather)
-    pools, results = [PromptPool(tasks, seed=5) for _ in range(2)], [None, None]
+    pools = [PromptPool(tasks, seed=5) for _ in range(2)]
 
     def run(rank):
-        local.rank = rank
         drawn = pools[rank].next(4 + 4)
         mine = drawn[:4][rank::2] + drawn[4:][rank::2]
         both = verify_groups(mine, ScriptedGenerator(right).generate([t.prompt for t in mine], 4, None))
-        results[rank] = refill_equal_groups(ScriptedGenerator(right), None, pools[rank], select_groups(both, [0, 1]),
-                                            0, params, rounds=1, spare=select_groups(both, [2, 3]))
+        return refill_equal_groups(ScriptedGenerator(right), None, pools[rank], select_groups(both, [0, 1]), 0,
+                                   params, rounds=1, spare=select_groups(both, [2, 3]))
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    results = as_two_ranks(monkeypatch, run)
     assert pools[0].state() == pools[1].state()
     assert len(pools[0].pass_rates) >= 8  # every drawn group, spares included, observed on both ranks
     assert results[0][1] == results[1][1]  # the step's metrics are global

@@ -81,11 +81,11 @@ def run_distinct(sandbox: Sandbox, jobs: list[dict], workers: int | None = None)
     under the same tests is the same run. A duplicate gets its own copy of the result. (A program whose
     outcome is random gets one draw for all its copies: the same chance of passing for each.)"""
     keys = [json.dumps(j, sort_keys=True) for j in jobs]
-    slot: dict[str, int] = {}
-    for key in keys:
-        slot.setdefault(key, len(slot))
-    ran = sandbox.map([json.loads(key) for key in slot], workers)
-    return [copy.deepcopy(ran[slot[key]]) for key in keys]
+    first: dict[str, int] = {}  # each distinct job's first index, in order
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
+    ran = dict(zip(first, sandbox.map([jobs[i] for i in first.values()], workers)))
+    return [copy.deepcopy(ran[key]) for key in keys]
 
 
 @register("code")

@@ -9,6 +9,7 @@ are not, then by fresh ones (dynamic sampling, `dynamic_sampling.py`), and every
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -22,6 +23,8 @@ from reasoner.monitoring.metrics import length_stats, tool_stats
 from reasoner.training.rollout import Rollout, verify_groups
 from reasoner.training.dynamic_sampling import reestimate_retired, refill_equal_groups, select_groups
 from reasoner.training.loop import Learner, step_seed
+
+log = logging.getLogger("reasoner.train")
 
 
 @dataclass(frozen=True)
@@ -43,9 +46,12 @@ class GroupPlan:
     zero_stage: int
 
     @classmethod
-    def of(cls, c: TrainConfig, dynamic_sampling: bool) -> GroupPlan:
+    def of(cls, c: TrainConfig, algo: str, dynamic_sampling: bool) -> GroupPlan:
         """With `dynamic_sampling` false (an algorithm that learns from all-equal groups too) no spare is
-        drawn and no group refilled."""
+        drawn and no group refilled, whatever the config says (and the log says so)."""
+        if not dynamic_sampling and (c.dynamic_sampling_rounds or c.spare_prompts):
+            log.info("train: %s learns from all-equal groups too: dynamic sampling off (--dynamic-sampling-rounds "
+                     "%d and --spare-prompts %d given, 0 used)", algo, c.dynamic_sampling_rounds, c.spare_prompts)
         return cls(c.steps, c.prompts_per_step, c.group_size, c.sampling, c.seed, c.retire_solved,
                    c.dynamic_sampling_rounds if dynamic_sampling else 0, c.spare_prompts if dynamic_sampling else 0,
                    c.reestimate_every, c.reestimate_prompts, c.reestimate_samples, c.return_below, c.zero_stage)

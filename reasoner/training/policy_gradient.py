@@ -17,7 +17,6 @@ the trainer (`--tis-cap`), and every update records that gap (`rollout_logprob_k
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import torch
@@ -37,8 +36,6 @@ from reasoner.training.batches import (add_shares, global_moments, mismatch_shar
 from reasoner.training.groups import GroupPlan, GroupSource
 from reasoner.training.loop import Algorithm, Learner
 from reasoner.training.rollout import Rollout, micro_batches, response_logprobs
-
-log = logging.getLogger("reasoner.train")
 
 
 @dataclass(frozen=True)
@@ -229,10 +226,6 @@ def policy_gradient_algorithm(algo: str, config: TrainConfig, model, tasks: list
     """A critic-free policy-gradient algorithm for the loop: sampled groups (with dynamic sampling where the
     advantage is group-relative) and `policy_gradient_update`."""
     settings = Settings.of(algo, config)
-    dynamic = settings.variant.group_relative
-    if not dynamic and (config.dynamic_sampling_rounds or config.spare_prompts):
-        log.info("train: %s learns from all-equal groups too: dynamic sampling off (--dynamic-sampling-rounds %d "
-                 "and --spare-prompts %d given, 0 used)", algo, config.dynamic_sampling_rounds, config.spare_prompts)
-    return Algorithm(algo, GroupSource(GroupPlan.of(config, dynamic), tasks),
+    return Algorithm(algo, GroupSource(GroupPlan.of(config, algo, settings.variant.group_relative), tasks),
                      lambda learner, rollout: policy_gradient_update(settings, learner, rollout),
                      needs_reference=config.beta > 0, expected_steps=config.steps)

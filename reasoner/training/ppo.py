@@ -17,7 +17,6 @@ sampling: the critic learns from all-equal groups too.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from reasoner.training.batches import (add_shares, global_moments, masked_sum, m
 from reasoner.training.groups import GroupPlan, GroupSource
 from reasoner.training.loop import Algorithm, Learner
 
-log = logging.getLogger("reasoner.train")
+
 VALUE_HEAD = "value_head.pt"
 EMPTY = {"loss": 0.0, "kl": 0.0, "entropy": float("nan"), "grad_norm": 0.0, "critic_grad_norm": 0.0, "train_tokens": 0}
 
@@ -199,9 +198,6 @@ class PPO:
 
 def ppo_algorithm(config: TrainConfig, model, tasks: list[Task]) -> Algorithm:
     """PPO for the loop: GRPO's groups without refills, the critic's head trained beside the policy."""
-    if config.dynamic_sampling_rounds or config.spare_prompts:
-        log.info("train: ppo learns from all-equal groups too: dynamic sampling off (--dynamic-sampling-rounds "
-                 "%d and --spare-prompts %d given, 0 used)", config.dynamic_sampling_rounds, config.spare_prompts)
     ppo = PPO(PPOSettings.of(config), model.config.hidden_size)
-    return Algorithm("ppo", GroupSource(GroupPlan.of(config, dynamic_sampling=False), tasks), ppo.update, needs_reference=config.beta > 0,
+    return Algorithm("ppo", GroupSource(GroupPlan.of(config, "ppo", dynamic_sampling=False), tasks), ppo.update, needs_reference=config.beta > 0,
                      expected_steps=config.steps, save=ppo.save, load=ppo.load)

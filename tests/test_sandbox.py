@@ -44,13 +44,14 @@ def run(sandbox: Sandbox, source: str, timeout_s: float = TIMEOUT, **fields) -> 
     return RunResult.from_dict(sandbox.run(job("run", timeout_s, 256, source=textwrap.dedent(source), **fields)))
 
 
-def attack(verifier: CodeVerifier, source: str, reference: dict = REFERENCE):
-    """Verify `source` as a solution; it must not be correct and must be over quickly."""
+def attack(verifier: CodeVerifier, source: str, reference: dict = REFERENCE, quick: float = QUICK):
+    """Verify `source` as a solution; it must not be correct and must be over quickly (within `quick`
+    seconds; a verifier with a longer time limit than TIMEOUT needs a bound past its own wall clock)."""
     t0 = time.monotonic()
     verdict = verifier.verify(f"```python\n{textwrap.dedent(source)}\n```", reference)
     elapsed = time.monotonic() - t0
     assert not verdict.correct and verdict.reward == 0.0, verdict
-    assert elapsed < QUICK, f"took {elapsed:.1f}s: {verdict.reason}"
+    assert elapsed < quick, f"took {elapsed:.1f}s: {verdict.reason}"
     return verdict
 
 
@@ -138,7 +139,9 @@ def test_loop_that_ignores_signals(verifier, sandbox):
 def test_memory_bomb(verifier, sandbox):
     source = "x = []\nwhile True:\n    x.append(bytearray(50 * 2**20))\n"
     attack(verifier, WRONG + source)
-    assert run(sandbox, source).status == "memory"
+    # Time enough that memory, not time, runs out first even where page faults are slow (a loaded machine
+    # has taken over a second of wall clock to fill 256 MB)
+    assert run(sandbox, source, timeout_s=5.0).status == "memory"
 
 
 def test_fork_bomb(verifier, sandbox):
@@ -703,7 +706,7 @@ def test_values_cannot_grow_the_worker_past_the_programs_limit(verifier, sandbox
     here) and no more; past that the test fails and the worker is retired. Absurd lengths do not cross."""
     patient = CodeVerifier(timeout_s=5.0, memory_mb=256, sandbox=sandbox)  # so that memory, not time, runs out
     huge = "def add(a, b):\n    return range(10**7)\n"
-    verdict = attack(patient, huge, {"tests": ["assert tuple(add(1, 2)) == (3,)"]})
+    verdict = attack(patient, huge, {"tests": ["assert tuple(add(1, 2)) == (3,)"]}, quick=2 * 5.0 + 2)
     assert "memory" in verdict.reason, verdict
     absurd = attack(verifier, "def add(a, b):\n    return range(10**12)\n", {"tests": ["assert len(add(1, 2)) == 3"]})
     assert "protocol violation" in absurd.reason

@@ -1,0 +1,123 @@
+"""Sampling on two CPU cores: one process of two torch threads, or two processes of one thread each?
+
+    python benchmarks/two_cores.py                       # grpo_vs_trl.py's start model
+    python benchmarks/two_cores.py --model runs/x/sft/model --prompts 64 --repeats 4
+
+The same work each way: `--prompts` built-in math and code train prompts, 8 samples each, at most 64 new
+tokens, temperature 1, in the sampler the pipeline uses (`HFGenerator`, bfloat16 where the CPU has it).
+"one process, 2 threads" samples every prompt in one process (what every stage does today, in chunks of
+256 rows and, beside it, of 512); "two processes, 1 thread each" gives each process half the prompts and
+takes the wall clock from the moment both are told to start until the slower one ends. Every process loads
+the model and makes one untimed call first; the variants alternate. This measures a lever, it does not
+build one: the stages do not sample in two processes (benchmarks/README.md, "What is left").
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SAMPLES, MAX_NEW_TOKENS = 8, 64
+
+
+def prompts_of(count: int) -> list[str]:
+    from data.synthetic import generate as builtin_tasks
+
+    math, code = builtin_tasks("math", "train", count), builtin_tasks("code", "train", count)
+    return [t.prompt for t in (math[:count - count // 3] + code[:count // 3])]
+
+
+def child(model_dir: str, threads: int, count: int, part: int, parts: int, rows: int) -> None:
+    """Load, warm up, say "ready", then per "go" line sample this process's share and print the seconds."""
+    import torch
+
+    from reasoner.config import SamplingParams
+    from reasoner.generation.hf import HFGenerator
+    from reasoner.modeling import load_model, load_tokenizer
+    from reasoner.precision import autocast_dtype
+
+    torch.set_num_threads(threads)
+    model, tokenizer = load_model(model_dir).eval(), load_tokenizer(model_dir)
+    generator = HFGenerator(model, tokenizer, batch_size=rows, dtype=autocast_dtype("auto", model))
+    share = prompts_of(count)[part::parts]
+    generator.generate(share[:4], SAMPLES, SamplingParams(MAX_NEW_TOKENS, 1.0, 1.0, 0))
+    print("ready", flush=True)
+    for seed, _ in enumerate(sys.stdin, start=1):
+        t0 = time.perf_counter()
+        groups = generator.generate(share, SAMPLES, SamplingParams(MAX_NEW_TOKENS, 1.0, 1.0, seed))
+        tokens = sum(len(s.token_ids) for g in groups for s in g)
+        print(f"{time.perf_counter() - t0:.4f} {tokens}", flush=True)
+
+
+class Variant:
+    """Processes that each sample their share of the prompts when told to go."""
+
+    def __init__(self, model_dir: str, threads: int, parts: int, count: int, rows: int):
+        self.procs = [subprocess.Popen([sys.executable, __file__, "--child", model_dir, str(threads), str(count),
+                                        str(part), str(parts), str(rows)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+                      for part in range(parts)]
+        for proc in self.procs:
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError("a sampling process did not start; run it alone to see why")
+
+    def run(self) -> tuple[float, int]:
+        """(wall seconds until the slowest process ends, tokens generated)."""
+        t0 = time.perf_counter()
+        for proc in self.procs:
+            proc.stdin.write("go\n")
+        answers = [proc.stdout.readline().split() for proc in self.procs]
+        wall = time.perf_counter() - t0
+        return wall, sum(int(tokens) for _, tokens in answers)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.stdin.close()
+            proc.wait()
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        model_dir, threads, count, part, parts, rows = sys.argv[2], *map(int, sys.argv[3:8])
+        return child(model_dir, threads, count, part, parts, rows)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="", help="model directory (default: grpo_vs_trl.py's start model)")
+    parser.add_argument("--workdir", default="runs/bench_grpo_vs_trl")
+    parser.add_argument("--sft-steps", type=int, default=200)
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=4, help="timed calls of each variant")
+    args = parser.parse_args()
+    from grpo_vs_trl import build_start_model
+
+    model_dir = args.model or str(build_start_model(Path(args.workdir), args.sft_steps))
+    variants = {"one process, 2 threads, 256 rows a chunk": (2, 1, 256),
+                "one process, 2 threads, 512 rows a chunk": (2, 1, 512),
+                "two processes, 1 thread each, 256 rows a chunk": (1, 2, 256)}
+    running = {name: Variant(model_dir, threads, parts, args.prompts, rows)
+               for name, (threads, parts, rows) in variants.items()}
+    seconds = {name: [] for name in variants}
+    tokens = {}
+    try:
+        for _ in range(args.repeats):
+            for name, variant in running.items():
+                wall, tokens[name] = variant.run()
+                seconds[name].append(wall)
+    finally:
+        for variant in running.values():
+            variant.close()
+    print(f"{args.prompts} prompts x {SAMPLES} samples, at most {MAX_NEW_TOKENS} new tokens; "
+          f"median of {args.repeats} alternating calls")
+    base = sorted(seconds[next(iter(variants))])[args.repeats // 2]
+    for name, values in seconds.items():
+        median = sorted(values)[args.repeats // 2]
+        print(f"  {name}: {median:.2f} s, {tokens[name] / median:.0f} tokens/s ({base / median:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()

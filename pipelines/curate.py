@@ -30,7 +30,7 @@ def run_stage(config: CurateConfig) -> Path:
     save_stage_config(config, output.parent, output.stem + ".config.json")
     log.info("curate: %d candidate prompts, %d samples each", len(tasks), config.samples_per_prompt)
     params = config.sampling.params(config.seed)
-    generator = make_generator(config.backend, model, tokenizer, config.sampling.tools, config.sampling.max_tool_calls,
+    generator = make_generator(config.backend, model, tokenizer, config.sampling,
                                dtype=autocast_dtype(config.precision, model))
     results = sample_and_verify(generator, tasks, config.samples_per_prompt, params, desc="curate")
     rates = []

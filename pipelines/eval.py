@@ -67,8 +67,7 @@ def run_stage(config: EvalConfig) -> dict:
         ks = parse_ks(config.k, config.n)
         tokenizer, model = load_tokenizer(config.model), load_model(config.model)
         log.info("eval: %s on %d tasks, n=%d, k=%s", config.model, len(tasks), config.n, ks)
-        generator = make_generator(config.backend, model, tokenizer, config.sampling.tools,
-                                   config.sampling.max_tool_calls)
+        generator = make_generator(config.backend, model, tokenizer, config.sampling)
         params = config.sampling.params(config.seed)
         torch.manual_seed(config.seed)
         results = sample_and_verify(generator, tasks, config.n, params, desc="eval")

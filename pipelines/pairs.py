@@ -29,7 +29,7 @@ def run_stage(config: PairsConfig) -> Path:
     tokenizer, model = load_tokenizer(config.model), load_model(config.model)
     save_stage_config(config, output.parent, output.stem + ".config.json")
     params = config.sampling.params(config.seed)
-    generator = make_generator(config.backend, model, tokenizer, config.sampling.tools, config.sampling.max_tool_calls)
+    generator = make_generator(config.backend, model, tokenizer, config.sampling)
     pairs = sample_pairs(generator, tasks, config.samples_per_prompt, config.pairs_per_prompt, config.length_matched,
                          params)
     write_jsonl(output, pairs)

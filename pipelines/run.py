@@ -51,11 +51,13 @@ def plan(config: cfg.RunConfig) -> dict[str, object]:
     sft_config = dataclasses.replace(config.sft, model=start_model, data=tasks_train, output=str(out / "sft"),
                                      steps=config.sft_steps if config.sft_steps > 0 else config.sft.steps)
     policy = str(out / "sft" / "model") if do_sft else start_model
-    tools = {"tools": config.tools, "max_tool_calls": config.max_tool_calls}  # every stage samples alike
+    tools = {"tools": config.tools, "max_tool_calls": config.max_tool_calls,  # every stage samples alike
+             "sampler_processes": config.sampler_processes}
     for stage in ("train", "eval"):
         given = getattr(config, stage).sampling
         used = dataclasses.replace(given, **tools)
-        derived(f"{stage}.sampling", given, used, "--tools and --max-tool-calls hold for every stage")
+        derived(f"{stage}.sampling", given, used,
+                "--tools, --max-tool-calls and --sampler-processes hold for every stage")
         config = dataclasses.replace(config, **{stage: dataclasses.replace(getattr(config, stage), sampling=used)})
     sampler = config.train.precision if config.train.rollout_dtype == "auto" else config.train.rollout_dtype
     curate_config = dataclasses.replace(config.curate, model=policy, data=tasks_train,

@@ -53,6 +53,8 @@ class SamplingConfig:
                              "appended before sampling goes on (README: Tool calls); none: no tools",
                      choices=("none", "python"))
     max_tool_calls: int = opt(4, "with --tools python: code blocks run per response, at most")
+    sampler_processes: int = opt(1, "sample in this many processes of one torch thread each, over shared weights "
+                                    "(hf backend; README: Speed); 1: in this process")
 
     def params(self, seed: int) -> SamplingParams:
         """The parameters of a generation call seeded with `seed`: the one place they are built."""
@@ -385,6 +387,8 @@ class RunConfig:
     tools: str = opt("none", "python: every stage samples with the Python tool (sets the stages' --tools)",
                      choices=("none", "python"))
     max_tool_calls: int = opt(4, "with --tools python: code blocks run per response, at most (every stage)")
+    sampler_processes: int = opt(1, "every stage samples in this many processes of one torch thread each (sets "
+                                    "the stages' --sampler-processes; README: Speed)")
     seed: int = opt(0, "seed of the built-in tasks and model")
     sft: SFTConfig = field(default_factory=SFTConfig)
     curate: CurateConfig = field(default_factory=CurateConfig)

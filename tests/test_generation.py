@@ -184,3 +184,98 @@ def test_lean_decoder_logits_equal_a_full_forward_step_by_step(micro_model):
                 if row == 1 and t >= 3:
                     continue  # dropped
                 torch.testing.assert_close(logits[t][row], expected[t], atol=2e-5, rtol=1e-5)
+
+
+# -- sampling in several processes ---------------------------------------------------------------------------
+
+
+def _ids_and_logprobs(groups):
+    return [s.token_ids for g in groups for s in g], [lp for g in groups for s in g for lp in s.logprobs]
+
+
+def _same_samples(got, expected):
+    got_ids, got_logprobs = _ids_and_logprobs(got)
+    expected_ids, expected_logprobs = _ids_and_logprobs(expected)
+    assert got_ids == expected_ids
+    torch.testing.assert_close(torch.tensor(got_logprobs), torch.tensor(expected_logprobs), atol=1e-5, rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def two_processes(micro_model):
+    from reasoner.generation.processes import ProcessGenerator
+
+    return ProcessGenerator(load_model(micro_model), load_tokenizer(micro_model), 2, batch_size=4)
+
+
+def test_two_processes_sample_each_share_of_the_prompts_with_a_seed_of_its_own(micro_model, two_processes):
+    """Three prompts in two processes: the first two as one process samples them with the call's seed, the
+    third as it samples it with the seed one stride on."""
+    from reasoner.generation.processes import SHARE_SEED_STRIDE, split_shares
+
+    assert split_shares([1, 2, 3, 4, 5], 2) == [[1, 2, 3], [4, 5]] and split_shares([1], 2) == [[1], []]
+    params = SamplingParams(max_new_tokens=12, seed=5)
+    alone = _generator(micro_model)
+    got = two_processes.generate(PROMPTS, 3, params)
+    _same_samples(got, alone.generate(PROMPTS[:2], 3, params)
+                  + alone.generate(PROMPTS[2:], 3, params.with_seed(5 + SHARE_SEED_STRIDE)))
+    _same_samples(two_processes.generate(PROMPTS, 3, params), got)  # the same call, the same samples
+    assert len(two_processes.generate(PROMPTS[:1], 2, params)) == 1  # fewer prompts than processes
+
+
+def test_the_processes_sample_from_the_weights_loaded_after_an_update(micro_model, two_processes):
+    """`load_weights` writes the new weights into the memory the processes read: no copy is sent."""
+    changed = load_model(micro_model)
+    with torch.no_grad():
+        for p in changed.parameters():
+            p.mul_(3.0)
+    params = SamplingParams(max_new_tokens=12, seed=9)
+    before = two_processes.generate(PROMPTS[:2], 4, params)
+    two_processes.load_weights(changed)
+    after = two_processes.generate(PROMPTS[:2], 4, params)
+    _same_samples(after[:1], HFGenerator(changed, load_tokenizer(micro_model)).generate(PROMPTS[:1], 4, params))
+    assert _ids_and_logprobs(after)[1] != _ids_and_logprobs(before)[1]
+    two_processes.load_weights(load_model(micro_model))
+
+
+def test_a_failing_or_killed_sampler_process_is_reported_and_the_next_call_works(micro_model, two_processes):
+    import os
+    import signal
+
+    from reasoner.generation.processes import _workers
+
+    params = SamplingParams(max_new_tokens=6, seed=1)
+    with pytest.raises(RuntimeError, match="(?s)sampler process 1 failed:.*IndexError"):
+        two_processes.generate_ids([[5, 6], [10**6]], 2, params)  # a token id past the vocabulary
+    expected = two_processes.generate(PROMPTS, 2, params)
+    os.kill(_workers(2)[0].process.pid, signal.SIGKILL)
+    _workers(2)[0].process.join(timeout=10)
+    _same_samples(two_processes.generate(PROMPTS, 2, params), expected)  # a new process, given the model again
+
+
+def test_sampler_processes_need_the_hf_backend_and_at_least_one():
+    from reasoner.config import SamplingConfig
+    from reasoner.generation import make_generator
+
+    with pytest.raises(ValueError, match="needs --backend hf"):
+        make_generator("vllm", None, None, SamplingConfig(sampler_processes=2))
+    with pytest.raises(ValueError, match="at least 1"):
+        make_generator("hf", None, None, SamplingConfig(sampler_processes=0))
+
+
+def test_every_stage_of_run_samples_in_the_processes_asked_and_eval_runs_in_them(micro_model, tmp_path):
+    import json
+
+    from data.records import write_tasks
+    from pipelines import run
+    from pipelines.cli import main
+    from reasoner.config import RunConfig
+
+    steps = run.plan(RunConfig(output=str(tmp_path / "run"), sampler_processes=2))
+    for stage in ("curate", "pairs", "train", "eval_start", "eval_final"):
+        assert steps[stage].sampling.sampler_processes == 2, stage
+    write_tasks(tmp_path / "tasks.jsonl", generate("math", "heldout", 3))
+    assert main(["eval", "--model", str(micro_model), "--data", str(tmp_path / "tasks.jsonl"), "--output",
+                 str(tmp_path / "eval.json"), "--n", "2", "--k", "1", "--max-new-tokens", "6",
+                 "--sampler-processes", "2"]) == 0
+    assert len(json.loads((tmp_path / "eval.json").read_text())["tasks"]) == 3
+    assert json.loads((tmp_path / "eval.config.json").read_text())["sampling"]["sampler_processes"] == 2

@@ -7,7 +7,7 @@ import torch
 from data.records import Task
 from reasoner.algorithms.common import BatchSizes
 from reasoner.algorithms.grpo import grpo_loss
-from reasoner.config import SamplingParams
+from reasoner.config import SamplingConfig, SamplingParams
 from reasoner.generation import Sample, make_generator
 from reasoner.generation.hf import HFGenerator
 from reasoner.generation.tools import OUTPUT_CHARS, ToolGenerator, closed_block, output_block, tool_program
@@ -361,7 +361,7 @@ def test_every_stage_takes_tools_and_run_sets_them_for_every_stage(tmp_path, mic
     with pytest.raises(SystemExit):
         main(["train", "--tools", "bash"])
     with pytest.raises(ValueError, match="--tools python needs --backend hf"):
-        make_generator("vllm", None, None, "python")
+        make_generator("vllm", None, None, SamplingConfig(tools="python"))
     assert TrainConfig().sampling.tools == "none"
 
 

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import torch
 
-from reasoner.config import SamplingParams
+from reasoner.config import SamplingConfig, SamplingParams
 
 
 @dataclass
@@ -58,22 +58,34 @@ def stop_token_ids(model: torch.nn.Module, tokenizer) -> frozenset[int]:
     return frozenset(ids)
 
 
-def make_generator(backend: str, model: torch.nn.Module, tokenizer, tools: str = "none", max_tool_calls: int = 4,
+def make_generator(backend: str, model: torch.nn.Module, tokenizer, sampling: SamplingConfig | None = None,
                    **kwargs) -> Generator:
-    """The generation backend by name (vLLM is imported only when chosen), wrapped for tool calls when
-    `tools` is "python"."""
+    """The generation backend by name (vLLM is imported only when chosen), in `sampling.sampler_processes`
+    processes where that is more than one, wrapped for tool calls when `sampling.tools` is "python"."""
+    sampling = sampling or SamplingConfig()
+    tools, processes = sampling.tools, sampling.sampler_processes
     if tools not in ("none", "python"):
         raise ValueError(f"unknown --tools {tools!r}; choose 'none' or 'python'")
     if tools == "python" and backend != "hf":
         raise ValueError(f"--tools python needs --backend hf (the {backend} backend cannot pause a sample yet)")
+    if processes < 1:
+        raise ValueError(f"--sampler-processes must be at least 1, got {processes}")
+    if processes > 1 and backend != "hf":
+        raise ValueError(f"--sampler-processes {processes} needs --backend hf (the {backend} backend batches on "
+                         f"its own device)")
     if backend == "hf":
-        from reasoner.generation.hf import HFGenerator
+        if processes > 1:
+            from reasoner.generation.processes import ProcessGenerator
 
-        generator = HFGenerator(model, tokenizer, **kwargs)
+            generator = ProcessGenerator(model, tokenizer, processes, **kwargs)
+        else:
+            from reasoner.generation.hf import HFGenerator
+
+            generator = HFGenerator(model, tokenizer, **kwargs)
         if tools == "python":
             from reasoner.generation.tools import ToolGenerator
 
-            return ToolGenerator(generator, tokenizer, max_tool_calls)
+            return ToolGenerator(generator, tokenizer, sampling.max_tool_calls)
         return generator
     if backend == "vllm":
         from reasoner.generation.vllm import VLLMGenerator

@@ -104,7 +104,7 @@ def train(config: TrainConfig, model, tokenizer, algorithm: Algorithm, heldout: 
     if main:
         keep_steps_before(metrics.path, start_step)
     distributed.barrier()
-    generator = make_generator(config.backend, model, tokenizer, config.sampling.tools, config.sampling.max_tool_calls,
+    generator = make_generator(config.backend, model, tokenizer, config.sampling,
                                dtype=rollout_dtype(config.rollout_dtype, config.zero_stage, learner.autocast))
     algorithm.source.start(learner, generator, state)
     history = metrics.read()

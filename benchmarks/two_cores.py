@@ -5,11 +5,11 @@
 
 The same work each way: `--prompts` built-in math and code train prompts, 8 samples each, at most 64 new
 tokens, temperature 1, in the sampler the pipeline uses (`HFGenerator`, bfloat16 where the CPU has it).
-"one process, 2 threads" samples every prompt in one process (what every stage does today, in chunks of
-256 rows and, beside it, of 512); "two processes, 1 thread each" gives each process half the prompts and
-takes the wall clock from the moment both are told to start until the slower one ends. Every process loads
-the model and makes one untimed call first; the variants alternate. This measures a lever, it does not
-build one: the stages do not sample in two processes (benchmarks/README.md, "What is left").
+"one process, 2 threads" samples every prompt in one process (`--sampler-processes 1`), in chunks of
+256 rows and, beside it, of 512; "two processes, 1 thread each" gives each process half the prompts and
+takes the wall clock from the moment both are told to start until the slower one ends (what
+`--sampler-processes 2` does, without the shared weights: each process loads the model). Every process
+loads the model and makes one untimed call first; the variants alternate.
 """
 
 from __future__ import annotations

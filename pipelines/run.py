@@ -20,6 +20,8 @@ import os
 import time
 from pathlib import Path
 
+import torch
+
 from data.dedup import contamination, format_report
 from data.records import read_tasks, write_json, write_tasks
 from data.synthetic import generate
@@ -41,6 +43,21 @@ def derived(name: str, given, used, why: str) -> None:
         log.info("run: %s = %s (%s; the config gave %s)", name, used, why, given)
 
 
+def sampler_processes(config: cfg.RunConfig) -> int:
+    """`--sampler-processes`, with 0 resolved: two where the hf backend samples on a CPU of two or more cores
+    for one training process without tools (two processes of one thread sampled 1.2-1.5x as fast as one of
+    two threads, README: Speed), else one."""
+    if config.sampler_processes < 0:
+        raise ValueError(f"--sampler-processes: {config.sampler_processes} is not 0 (auto) or a count of processes")
+    if config.sampler_processes:
+        return config.sampler_processes
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    on_cpu = not torch.cuda.is_available()
+    alone = config.nproc == 1 and not config.hostfile and config.train.backend == "hf"
+    pausing = config.tools != "none"  # tool calls pause rows, and such calls sample in the main process
+    return 2 if on_cpu and alone and not pausing and cores >= 2 else 1
+
+
 def plan(config: cfg.RunConfig) -> dict[str, object]:
     """Every stage's config, derived from the run config in this one place (paths relative to `output`)."""
     out = Path(config.output)
@@ -52,7 +69,7 @@ def plan(config: cfg.RunConfig) -> dict[str, object]:
                                      steps=config.sft_steps if config.sft_steps > 0 else config.sft.steps)
     policy = str(out / "sft" / "model") if do_sft else start_model
     tools = {"tools": config.tools, "max_tool_calls": config.max_tool_calls,  # every stage samples alike
-             "sampler_processes": config.sampler_processes}
+             "sampler_processes": sampler_processes(config)}
     for stage in ("train", "eval"):
         given = getattr(config, stage).sampling
         used = dataclasses.replace(given, **tools)

@@ -387,8 +387,9 @@ class RunConfig:
     tools: str = opt("none", "python: every stage samples with the Python tool (sets the stages' --tools)",
                      choices=("none", "python"))
     max_tool_calls: int = opt(4, "with --tools python: code blocks run per response, at most (every stage)")
-    sampler_processes: int = opt(1, "every stage samples in this many processes of one torch thread each (sets "
-                                    "the stages' --sampler-processes; README: Speed)")
+    sampler_processes: int = opt(0, "every stage samples in this many processes of one torch thread each (sets "
+                                    "the stages' --sampler-processes); 0: two on a CPU of two or more cores with "
+                                    "one training process, the hf backend and no tools, else one (README: Speed)")
     seed: int = opt(0, "seed of the built-in tasks and model")
     sft: SFTConfig = field(default_factory=SFTConfig)
     curate: CurateConfig = field(default_factory=CurateConfig)

@@ -260,6 +260,9 @@ def test_sampler_processes_need_the_hf_backend_and_at_least_one():
         make_generator("vllm", None, None, SamplingConfig(sampler_processes=2))
     with pytest.raises(ValueError, match="at least 1"):
         make_generator("hf", None, None, SamplingConfig(sampler_processes=0))
+    on_meta = torch.nn.Linear(2, 2, device="meta")  # not on the CPU
+    with pytest.raises(ValueError, match="samples on the CPU"):
+        make_generator("hf", on_meta, None, SamplingConfig(sampler_processes=2))
 
 
 def test_every_stage_of_run_samples_in_the_processes_asked_and_eval_runs_in_them(micro_model, tmp_path):
@@ -279,3 +282,22 @@ def test_every_stage_of_run_samples_in_the_processes_asked_and_eval_runs_in_them
                  "--sampler-processes", "2"]) == 0
     assert len(json.loads((tmp_path / "eval.json").read_text())["tasks"]) == 3
     assert json.loads((tmp_path / "eval.config.json").read_text())["sampling"]["sampler_processes"] == 2
+
+
+def test_run_samples_in_two_processes_on_a_cpu_of_two_cores_with_one_training_process(monkeypatch):
+    from pipelines import run
+    from reasoner.config import RunConfig
+
+    monkeypatch.setattr(run.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(run.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert run.sampler_processes(RunConfig()) == 2
+    assert run.sampler_processes(RunConfig(sampler_processes=3)) == 3  # asked for: taken as given
+    assert run.sampler_processes(RunConfig(nproc=2)) == 1  # the ranks share the cores
+    assert run.sampler_processes(RunConfig(tools="python")) == 1  # tool calls sample in the main process
+    monkeypatch.setattr(run.os, "sched_getaffinity", lambda pid: {0})
+    assert run.sampler_processes(RunConfig()) == 1
+    monkeypatch.setattr(run.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(run.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert run.sampler_processes(RunConfig()) == 1  # a GPU samples in one process
+    with pytest.raises(ValueError, match="--sampler-processes"):
+        run.sampler_processes(RunConfig(sampler_processes=-1))

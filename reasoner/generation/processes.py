@@ -138,6 +138,9 @@ class ProcessGenerator:
         if processes < 2:
             raise ValueError(f"ProcessGenerator needs at least 2 processes, got {processes}; 1 samples in this "
                              f"process (HFGenerator)")
+        if next(model.parameters()).device.type != "cpu":
+            raise ValueError("--sampler-processes above 1 samples on the CPU; sample a model on a GPU with 1 "
+                             "(or --backend vllm)")
         if any(hasattr(p, "ds_id") for p in model.parameters()):
             raise ValueError("--sampler-processes needs the policy's whole weights, which ZeRO 3 splits over ranks; "
                              "use it with --zero-stage 2")

@@ -301,3 +301,20 @@ def test_run_samples_in_two_processes_on_a_cpu_of_two_cores_with_one_training_pr
     assert run.sampler_processes(RunConfig()) == 1  # a GPU samples in one process
     with pytest.raises(ValueError, match="--sampler-processes"):
         run.sampler_processes(RunConfig(sampler_processes=-1))
+
+
+def test_without_room_in_shared_memory_sampling_stays_in_this_process_and_says_why(micro_model, monkeypatch, caplog):
+    """A container's /dev/shm is often 64 MB, and writing past it kills a process with SIGBUS."""
+    from types import SimpleNamespace as Stat
+
+    import reasoner.generation.processes as processes
+    from reasoner.config import SamplingConfig
+    from reasoner.generation import make_generator
+
+    model, tokenizer = load_model(micro_model), load_tokenizer(micro_model)
+    assert processes.shared_memory_problem(model, None) == ""  # this machine has room
+    monkeypatch.setattr(processes.os, "statvfs", lambda path: Stat(f_bavail=16, f_frsize=4096))  # 64 KB free
+    assert "MB free" in processes.shared_memory_problem(model, torch.bfloat16)
+    with caplog.at_level("WARNING"):
+        generator = make_generator("hf", model, tokenizer, SamplingConfig(sampler_processes=2))
+    assert isinstance(generator, HFGenerator) and "shm-size" in caplog.text

@@ -9,12 +9,15 @@ sandbox mid-answer, and the tool's output tokens are part of its `token_ids` wit
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
 
 from reasoner.config import SamplingConfig, SamplingParams
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -75,8 +78,13 @@ def make_generator(backend: str, model: torch.nn.Module, tokenizer, sampling: Sa
                          f"its own device)")
     if backend == "hf":
         if processes > 1:
-            from reasoner.generation.processes import ProcessGenerator
+            from reasoner.generation.processes import ProcessGenerator, shared_memory_problem
 
+            problem = shared_memory_problem(model, kwargs.get("dtype"))
+            if problem:
+                log.warning("sampling in this process, not in %d: %s", processes, problem)
+                processes = 1
+        if processes > 1:
             generator = ProcessGenerator(model, tokenizer, processes, **kwargs)
         else:
             from reasoner.generation.hf import HFGenerator

@@ -16,6 +16,7 @@ import atexit
 import copy
 import itertools
 import multiprocessing
+import os
 import traceback
 from collections.abc import Callable
 
@@ -27,6 +28,21 @@ from reasoner.generation.hf import HFGenerator
 from reasoner.modeling import render_prompt
 
 SHARE_SEED_STRIDE = 1_000_003  # seeds of the shares of one call are this far apart: no share repeats another's draws
+
+
+def shared_memory_problem(model: torch.nn.Module, dtype: torch.dtype | None, where: str = "/dev/shm") -> str:
+    """Why the sampler's weights would not fit in shared memory ("" if they would): a container's /dev/shm is
+    often 64 MB, and a process writing past it dies of SIGBUS instead of raising."""
+    if not os.path.isdir(where):
+        return ""
+    itemsize = (dtype or next(model.parameters()).dtype).itemsize
+    need = sum(t.numel() for t in itertools.chain(model.parameters(), model.buffers())) * itemsize
+    stat = os.statvfs(where)
+    free = stat.f_bavail * stat.f_frsize
+    if free >= 2 * need:
+        return ""
+    return (f"{where} has {free / 2**20:.0f} MB free and the sampler's weights need {need / 2**20:.0f} MB "
+            f"there, twice that to be safe (give the container more shared memory, e.g. docker run --shm-size)")
 
 
 def split_shares(items: list, parts: int) -> list[list]:

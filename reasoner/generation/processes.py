@@ -25,7 +25,6 @@ import torch
 from reasoner.config import SamplingParams
 from reasoner.generation import Sample
 from reasoner.generation.hf import HFGenerator
-from reasoner.modeling import render_prompt
 
 SHARE_SEED_STRIDE = 1_000_003  # seeds of the shares of one call are this far apart: no share repeats another's draws
 
@@ -173,9 +172,7 @@ class ProcessGenerator:
         """Copy the policy's weights into the shared ones (cast to the sampler's dtype), in place."""
         self.model.load_state_dict(model.state_dict())
 
-    def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
-        texts = [render_prompt(self.tokenizer, p) for p in prompts]
-        return self.generate_ids(self.tokenizer(texts, add_special_tokens=False).input_ids, n, params)
+    generate = HFGenerator.generate  # render and encode the prompts, then this class's generate_ids
 
     def generate_ids(self, contexts: list[list[int]], n: int, params: SamplingParams,
                      stop: Callable[[list[int]], bool] | None = None) -> list[list[Sample]]:

@@ -62,3 +62,33 @@ def test_rows_sharing_a_prompt_share_its_forward_with_the_same_logits_and_gradie
     for got, want in zip(shared, alone):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
     assert any(g.abs().sum() > 0 for g in shared)
+
+
+def test_the_shared_prompt_gradient_is_the_same_on_every_run_with_two_threads(micro_model):
+    """Each row's copy of its prompt's cache and logits sends its gradient back to the one shared prompt. With
+    two threads, plain indexing sums those gradients with atomic adds in an order that changes from run to run
+    (a two-thread training run drifted from itself after ~140 steps); the sum must come out the same, bit for
+    bit. 16 prompts x 8 rows, interleaved so that every prompt's rows are split between the threads, and big
+    enough (128 x 384 logits) for PyTorch to use its threads."""
+    model, tokenizer = load_model(micro_model), load_tokenizer(micro_model)
+    generator = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(5, 300, (16,), generator=generator).tolist() for _ in range(16)]
+    rows = range(128)
+    batch = pad_batch([prompts[row % 16] for row in rows],
+                      [torch.randint(5, 300, (1 + row % 7,), generator=generator).tolist() for row in rows],
+                      tokenizer.pad_token_id)
+    weights = torch.linspace(-1, 1, len(rows))[:, None, None]
+
+    def gradient_bytes():
+        model.zero_grad()
+        logits, _ = response_forward(model, batch)
+        (logits.log_softmax(-1) * weights).sum().backward()
+        return b"".join(p.grad.numpy().tobytes() for p in model.parameters())
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runs = {gradient_bytes() for _ in range(8)}
+    finally:
+        torch.set_num_threads(threads)
+    assert len(runs) == 1

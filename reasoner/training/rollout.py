@@ -101,13 +101,27 @@ def response_forward(model, batch: dict, dtype: torch.dtype | None = None, hidde
     with mixed_precision(model, dtype):
         head = model(input_ids=prompts, attention_mask=attention[first, :width], position_ids=positions[first, :width],
                      use_cache=True, logits_to_keep=1, output_hidden_states=hidden, **{cache_arg: cache})
-        cache.batch_select_indices(row_prompt)  # each row's prompt
+        if hasattr(cache, "layers"):  # each row's prompt (transformers' cache of layers, 4.56 and later)
+            for layer in cache.layers:
+                layer.keys, layer.values = per_row(layer.keys, row_prompt), per_row(layer.values, row_prompt)
+        else:
+            cache.batch_select_indices(row_prompt)
         tail = model(input_ids=ids[:, width:], attention_mask=attention, position_ids=positions[:, width:],
                      use_cache=True, output_hidden_states=hidden, **{cache_arg: cache})
-    logits = torch.cat([head.logits[row_prompt], tail.logits], dim=1)  # [B, R + 1, V]
+    logits = torch.cat([per_row(head.logits, row_prompt), tail.logits], dim=1)  # [B, R + 1, V]
     if not hidden:
         return logits, None
-    return logits, torch.cat([head.hidden_states[-1][row_prompt, -1:], tail.hidden_states[-1]], dim=1)
+    return logits, torch.cat([per_row(head.hidden_states[-1][:, -1:], row_prompt), tail.hidden_states[-1]], dim=1)
+
+
+def per_row(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """`values[rows]` with a gradient that is the same from run to run. Rows that share a source (a group's
+    prompt) add their gradients into it. On the CPU, the backward of `values[rows]` does so with atomic float
+    adds from several threads (for tensors of 32768 elements or more), so the order of the sum, and its last
+    bits, change from run to run, and a two-thread run of one seed drifted from itself after about 140 steps;
+    `index_select` adds in a fixed order there. On CUDA it is the other way round (PyTorch's
+    `use_deterministic_algorithms` lists both)."""
+    return values.index_select(0, rows) if values.device.type == "cpu" else values[rows]
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, with_entropy: bool = False):

@@ -1,7 +1,8 @@
-"""Sampling on two CPU cores: one process of two torch threads, or two processes of one thread each?
+"""Sampling, or SFT, on two CPU cores: one process of two torch threads, or two processes of one thread each?
 
     python benchmarks/two_cores.py                       # grpo_vs_trl.py's start model
     python benchmarks/two_cores.py --model runs/x/sft/model --prompts 64 --repeats 4
+    python benchmarks/two_cores.py --work sft --model runs/x/init   # SFT steps of 64 worked solutions
 
 The same work each way: `--prompts` built-in math and code train prompts, 8 samples each, at most 64 new
 tokens, temperature 1, in the sampler the pipeline uses (`HFGenerator`, bfloat16 where the CPU has it).
@@ -10,6 +11,11 @@ tokens, temperature 1, in the sampler the pipeline uses (`HFGenerator`, bfloat16
 takes the wall clock from the moment both are told to start until the slower one ends (what
 `--sampler-processes 2` does, without the shared weights: each process loads the model). Every process
 loads the model and makes one untimed call first; the variants alternate.
+
+`--work sft` times `--sft-steps-timed` SFT steps (bfloat16 mixed precision, forward, backward and AdamW, as
+`reasoner sft` does) of 64 built-in worked solutions a step: all 64 in one process of two threads, or 32 in
+each of two processes of one thread. The two processes do not reduce their gradients, so their figure is
+the most that data parallelism over two processes could buy.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SAMPLES, MAX_NEW_TOKENS = 8, 64
+SFT_ROWS = 64  # worked solutions per SFT step, as `reasoner sft` by default
 
 
 def prompts_of(count: int) -> list[str]:
@@ -55,11 +62,46 @@ def child(model_dir: str, threads: int, count: int, part: int, parts: int, rows:
         print(f"{time.perf_counter() - t0:.4f} {tokens}", flush=True)
 
 
+def sft_child(model_dir: str, threads: int, steps: int, part: int, parts: int) -> None:
+    """Per "go" line, `steps` SFT steps on this process's share of 64 worked solutions a step; print the seconds
+    and the rows trained."""
+    import random
+
+    import torch
+
+    from data.synthetic import generate as builtin_tasks
+    from reasoner.modeling import load_model, load_tokenizer
+    from reasoner.precision import autocast_dtype, mixed_precision
+    from reasoner.training.sft import collate, response_loss, tokenize_pairs
+
+    torch.set_num_threads(threads)
+    model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
+    examples = tokenize_pairs(tokenizer, builtin_tasks("math", "train", 600) + builtin_tasks("code", "train", 300))
+    rng, rows = random.Random(part), SFT_ROWS // parts
+    optimizer, dtype = torch.optim.AdamW(model.parameters(), lr=1e-4), autocast_dtype("auto", model)
+    model.train()
+
+    def train(count: int) -> None:
+        for batch in [collate(rng.sample(examples, rows), tokenizer.pad_token_id) for _ in range(count)]:
+            with mixed_precision(model, dtype):
+                loss = response_loss(model, batch)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    train(2)
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        t0 = time.perf_counter()
+        train(steps)
+        print(f"{time.perf_counter() - t0:.4f} {rows * steps}", flush=True)
+
+
 class Variant:
     """Processes that each sample their share of the prompts when told to go."""
 
-    def __init__(self, model_dir: str, threads: int, parts: int, count: int, rows: int):
-        self.procs = [subprocess.Popen([sys.executable, __file__, "--child", model_dir, str(threads), str(count),
+    def __init__(self, work: str, model_dir: str, threads: int, parts: int, count: int, rows: int):
+        self.procs = [subprocess.Popen([sys.executable, __file__, "--child", work, model_dir, str(threads), str(count),
                                         str(part), str(parts), str(rows)],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
                       for part in range(parts)]
@@ -84,7 +126,9 @@ class Variant:
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        model_dir, threads, count, part, parts, rows = sys.argv[2], *map(int, sys.argv[3:8])
+        work, model_dir, (threads, count, part, parts, rows) = sys.argv[2], sys.argv[3], map(int, sys.argv[4:9])
+        if work == "sft":
+            return sft_child(model_dir, threads, count, part, parts)
         return child(model_dir, threads, count, part, parts, rows)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="", help="model directory (default: grpo_vs_trl.py's start model)")
@@ -92,14 +136,22 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=200)
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=4, help="timed calls of each variant")
+    parser.add_argument("--work", choices=("sample", "sft"), default="sample")
+    parser.add_argument("--sft-steps-timed", type=int, default=10, help="SFT steps per timed call (--work sft)")
     args = parser.parse_args()
     from grpo_vs_trl import build_start_model
 
     model_dir = args.model or str(build_start_model(Path(args.workdir), args.sft_steps))
-    variants = {"one process, 2 threads, 256 rows a chunk": (2, 1, 256),
-                "one process, 2 threads, 512 rows a chunk": (2, 1, 512),
-                "two processes, 1 thread each, 256 rows a chunk": (1, 2, 256)}
-    running = {name: Variant(model_dir, threads, parts, args.prompts, rows)
+    if args.work == "sft":
+        count = args.sft_steps_timed
+        variants = {f"one process, 2 threads, {SFT_ROWS} rows a step": (2, 1, 0),
+                    f"two processes, 1 thread each, {SFT_ROWS // 2} rows a step each": (1, 2, 0)}
+    else:
+        count = args.prompts
+        variants = {"one process, 2 threads, 256 rows a chunk": (2, 1, 256),
+                    "one process, 2 threads, 512 rows a chunk": (2, 1, 512),
+                    "two processes, 1 thread each, 256 rows a chunk": (1, 2, 256)}
+    running = {name: Variant(args.work, model_dir, threads, parts, count, rows)
                for name, (threads, parts, rows) in variants.items()}
     seconds = {name: [] for name in variants}
     tokens = {}
@@ -111,12 +163,16 @@ def main() -> None:
     finally:
         for variant in running.values():
             variant.close()
-    print(f"{args.prompts} prompts x {SAMPLES} samples, at most {MAX_NEW_TOKENS} new tokens; "
-          f"median of {args.repeats} alternating calls")
+    if args.work == "sft":
+        print(f"{args.sft_steps_timed} SFT steps of {SFT_ROWS} worked solutions; median of {args.repeats} alternating calls")
+    else:
+        print(f"{args.prompts} prompts x {SAMPLES} samples, at most {MAX_NEW_TOKENS} new tokens; "
+              f"median of {args.repeats} alternating calls")
+    unit = "rows" if args.work == "sft" else "tokens"
     base = sorted(seconds[next(iter(variants))])[args.repeats // 2]
     for name, values in seconds.items():
         median = sorted(values)[args.repeats // 2]
-        print(f"  {name}: {median:.2f} s, {tokens[name] / median:.0f} tokens/s ({base / median:.2f}x)")
+        print(f"  {name}: {median:.2f} s, {tokens[name] / median:.0f} {unit}/s ({base / median:.2f}x)")
 
 
 if __name__ == "__main__":

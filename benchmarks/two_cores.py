@@ -98,7 +98,7 @@ def sft_child(model_dir: str, threads: int, steps: int, part: int, parts: int) -
 
 
 class Variant:
-    """Processes that each sample their share of the prompts when told to go."""
+    """Processes that each sample their share of the prompts (or train on their share of the rows) when told to go."""
 
     def __init__(self, work: str, model_dir: str, threads: int, parts: int, count: int, rows: int):
         self.procs = [subprocess.Popen([sys.executable, __file__, "--child", work, model_dir, str(threads), str(count),

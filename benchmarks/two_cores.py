@@ -110,7 +110,7 @@ class Variant:
                 raise RuntimeError("a sampling process did not start; run it alone to see why")
 
     def run(self) -> tuple[float, int]:
-        """(wall seconds until the slowest process ends, tokens generated)."""
+        """(wall seconds until the slowest process ends, tokens sampled or rows trained)."""
         t0 = time.perf_counter()
         for proc in self.procs:
             proc.stdin.write("go\n")
@@ -143,36 +143,33 @@ def main() -> None:
 
     model_dir = args.model or str(build_start_model(Path(args.workdir), args.sft_steps))
     if args.work == "sft":
-        count = args.sft_steps_timed
+        count, unit = args.sft_steps_timed, "rows"
+        work = f"{count} SFT steps of {SFT_ROWS} worked solutions"
         variants = {f"one process, 2 threads, {SFT_ROWS} rows a step": (2, 1, 0),
                     f"two processes, 1 thread each, {SFT_ROWS // 2} rows a step each": (1, 2, 0)}
     else:
-        count = args.prompts
+        count, unit = args.prompts, "tokens"
+        work = f"{count} prompts x {SAMPLES} samples, at most {MAX_NEW_TOKENS} new tokens"
         variants = {"one process, 2 threads, 256 rows a chunk": (2, 1, 256),
                     "one process, 2 threads, 512 rows a chunk": (2, 1, 512),
                     "two processes, 1 thread each, 256 rows a chunk": (1, 2, 256)}
     running = {name: Variant(args.work, model_dir, threads, parts, count, rows)
                for name, (threads, parts, rows) in variants.items()}
     seconds = {name: [] for name in variants}
-    tokens = {}
+    amount = {}  # tokens sampled or rows trained per call
     try:
         for _ in range(args.repeats):
             for name, variant in running.items():
-                wall, tokens[name] = variant.run()
+                wall, amount[name] = variant.run()
                 seconds[name].append(wall)
     finally:
         for variant in running.values():
             variant.close()
-    if args.work == "sft":
-        print(f"{args.sft_steps_timed} SFT steps of {SFT_ROWS} worked solutions; median of {args.repeats} alternating calls")
-    else:
-        print(f"{args.prompts} prompts x {SAMPLES} samples, at most {MAX_NEW_TOKENS} new tokens; "
-              f"median of {args.repeats} alternating calls")
-    unit = "rows" if args.work == "sft" else "tokens"
+    print(f"{work}; median of {args.repeats} alternating calls")
     base = sorted(seconds[next(iter(variants))])[args.repeats // 2]
     for name, values in seconds.items():
         median = sorted(values)[args.repeats // 2]
-        print(f"  {name}: {median:.2f} s, {tokens[name] / median:.0f} {unit}/s ({base / median:.2f}x)")
+        print(f"  {name}: {median:.2f} s, {amount[name] / median:.0f} {unit}/s ({base / median:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@
 Each shape is the tiny preset (reasoner/modeling.py) with `num_hidden_layers` changed, randomly initialised
 with the same seed and the same tokenizer. Per shape and repeat, alternating between shapes:
 
-- `--sft-steps` SFT steps of 64 built-in worked solutions (bfloat16 mixed precision where the CPU has it,
-  forward, backward and AdamW, as `reasoner sft` does) with two torch threads;
+- `--sft-steps` SFT steps of 64 built-in worked solutions (`reasoner sft`'s step: bfloat16 mixed precision
+  where the CPU has it, forward, backward, gradient clipping and AdamW) with two torch threads;
 - one sampling call of 16 built-in prompts x 8 samples, at most 64 new tokens, temperature 1, in the
   sampler the pipeline uses (`HFGenerator`, bfloat16 where the CPU has it) with one torch thread, as each
   of the pipeline's two sampling processes has. Random weights rarely sample the end token, so every row
@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
@@ -35,8 +36,9 @@ from data.synthetic import generate as builtin_tasks  # noqa: E402
 from reasoner.config import SamplingParams  # noqa: E402
 from reasoner.generation.hf import HFGenerator  # noqa: E402
 from reasoner.modeling import PRESETS, init_model, load_tokenizer  # noqa: E402
-from reasoner.precision import autocast_dtype, mixed_precision  # noqa: E402
-from reasoner.training.sft import collate, response_loss, tokenize_pairs  # noqa: E402
+from reasoner.precision import autocast_dtype  # noqa: E402
+from reasoner.training.sft import collate, sft_step  # noqa: E402
+from two_cores import sft_examples  # noqa: E402
 
 SFT_ROWS, PROMPTS, SAMPLES, MAX_NEW_TOKENS = 64, 16, 8, 64
 
@@ -55,12 +57,7 @@ def sft_seconds(model, tokenizer, examples, steps: int, rng: random.Random) -> f
     model.train()
     t0 = time.perf_counter()
     for _ in range(steps):
-        batch = collate(rng.sample(examples, SFT_ROWS), tokenizer.pad_token_id)
-        with mixed_precision(model, dtype):
-            loss = response_loss(model, batch)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        sft_step(model, optimizer, collate(rng.sample(examples, SFT_ROWS), tokenizer.pad_token_id), dtype)
     model.eval()
     return (time.perf_counter() - t0) / steps
 
@@ -84,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         init_dir = init_model(Path(tmp) / "init", "tiny")
         tokenizer = load_tokenizer(init_dir)
         models = {layers: model_of_depth(init_dir, layers) for layers in args.layers}
-    examples = tokenize_pairs(tokenizer, builtin_tasks("math", "train", 600) + builtin_tasks("code", "train", 300))
+    examples = sft_examples(tokenizer)
     prompts = [t.prompt for t in builtin_tasks("math", "train", PROMPTS)]
     rng = random.Random(0)
     for model in models.values():  # untimed warm-up of both kinds of work

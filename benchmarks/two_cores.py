@@ -12,8 +12,8 @@ takes the wall clock from the moment both are told to start until the slower one
 `--sampler-processes 2` does, without the shared weights: each process loads the model). Every process
 loads the model and makes one untimed call first; the variants alternate.
 
-`--work sft` times `--sft-steps-timed` SFT steps (bfloat16 mixed precision, forward, backward and AdamW, as
-`reasoner sft` does) of 64 built-in worked solutions a step: all 64 in one process of two threads, or 32 in
+`--work sft` times `--sft-steps-timed` SFT steps (`reasoner sft`'s step: bfloat16 mixed precision, forward,
+backward, gradient clipping and AdamW) of 64 built-in worked solutions a step: all 64 in one process of two threads, or 32 in
 each of two processes of one thread. The two processes do not reduce their gradients, so their figure is
 the most that data parallelism over two processes could buy.
 """
@@ -62,6 +62,14 @@ def child(model_dir: str, threads: int, count: int, part: int, parts: int, rows:
         print(f"{time.perf_counter() - t0:.4f} {tokens}", flush=True)
 
 
+def sft_examples(tokenizer) -> list:
+    """Built-in worked solutions, tokenized as `reasoner sft` does: 600 math and 300 code."""
+    from data.synthetic import generate as builtin_tasks
+    from reasoner.training.sft import tokenize_pairs
+
+    return tokenize_pairs(tokenizer, builtin_tasks("math", "train", 600) + builtin_tasks("code", "train", 300))
+
+
 def sft_child(model_dir: str, threads: int, steps: int, part: int, parts: int) -> None:
     """Per "go" line, `steps` SFT steps on this process's share of 64 worked solutions a step; print the seconds
     and the rows trained."""
@@ -69,25 +77,20 @@ def sft_child(model_dir: str, threads: int, steps: int, part: int, parts: int) -
 
     import torch
 
-    from data.synthetic import generate as builtin_tasks
     from reasoner.modeling import load_model, load_tokenizer
-    from reasoner.precision import autocast_dtype, mixed_precision
-    from reasoner.training.sft import collate, response_loss, tokenize_pairs
+    from reasoner.precision import autocast_dtype
+    from reasoner.training.sft import collate, sft_step
 
     torch.set_num_threads(threads)
     model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
-    examples = tokenize_pairs(tokenizer, builtin_tasks("math", "train", 600) + builtin_tasks("code", "train", 300))
+    examples = sft_examples(tokenizer)
     rng, rows = random.Random(part), SFT_ROWS // parts
     optimizer, dtype = torch.optim.AdamW(model.parameters(), lr=1e-4), autocast_dtype("auto", model)
     model.train()
 
     def train(count: int) -> None:
         for batch in [collate(rng.sample(examples, rows), tokenizer.pad_token_id) for _ in range(count)]:
-            with mixed_precision(model, dtype):
-                loss = response_loss(model, batch)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            sft_step(model, optimizer, batch, dtype)
 
     train(2)
     print("ready", flush=True)

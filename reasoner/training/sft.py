@@ -64,6 +64,18 @@ def response_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
                                              ignore_index=-100)
 
 
+def sft_step(model, optimizer, batch: dict[str, torch.Tensor], dtype: torch.dtype | None) -> torch.Tensor:
+    """One update on `batch`: the response loss under mixed precision, its gradient clipped to norm 1, an
+    optimiser step. Returns the loss."""
+    with mixed_precision(model, dtype):
+        loss = response_loss(model, batch)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
 def warmup_cosine(step: int, warmup: int, total: int) -> float:
     if step < warmup:
         return (step + 1) / warmup
@@ -89,13 +101,8 @@ def train_sft(model, tokenizer, tasks: list[Task], steps: int, batch_size: int, 
             order += rng.sample(range(len(examples)), len(examples))
         batch = collate([examples[i] for i in order[:batch_size]], tokenizer.pad_token_id)
         del order[:batch_size]
-        with mixed_precision(model, dtype):
-            loss = response_loss(model, batch)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        loss = sft_step(model, optimizer, batch, dtype)
         schedule.step()
-        optimizer.zero_grad(set_to_none=True)
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
         if step % 50 == 0 or step == steps - 1:
             history.append({"step": step, "loss": loss.item(), "lr": schedule.get_last_lr()[0],

@@ -195,8 +195,10 @@ class TrainConfig:
     steps: int = opt(200, "optimiser steps")
     prompts_per_step: int = opt(16, "prompts per step")
     group_size: int = opt(8, "samples per prompt")
-    lr: float = opt(5e-5, "learning rate (constant after warm-up)")
+    lr: float = opt(5e-5, "peak learning rate")
     warmup_steps: int = opt(5, "warm-up steps")
+    lr_schedule: str = opt("constant", "after warm-up: constant, or cosine (falling towards a tenth of --lr, "
+                                       "reached as the last step ends)", choices=("constant", "cosine"))
     grad_clip: float = opt(1.0, "gradient norm clip")
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     beta: float = opt(0.0, "KL coefficient; 0 loads no reference model")

@@ -9,6 +9,7 @@ by the world size to make the update the same as one process taking the whole ba
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -90,8 +91,19 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
-def linear_warmup(warmup_steps: int):
-    return lambda step: min(1.0, (step + 1) / max(1, warmup_steps))
+def lr_factor(step: int, warmup: int, decay_steps: int = 0, floor: float = 0.1) -> float:
+    """The learning rate of `step` over the peak: linear warm-up over `warmup` steps, then constant
+    (`decay_steps` 0) or a cosine from 1 down to `floor` at step `decay_steps`."""
+    if step < warmup:
+        return (step + 1) / warmup
+    if decay_steps <= 0:
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, decay_steps - warmup))
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def lr_schedule(optimizer: torch.optim.Optimizer, warmup: int, decay_steps: int = 0):
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, warmup, decay_steps))
 
 
 class WarmupSchedule:
@@ -113,10 +125,10 @@ class TorchEngine(WarmupSchedule):
     ranks before the step (each rank's loss is its share of the global loss)."""
 
     def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
-                 weight_decay: float = 0.0):
+                 weight_decay: float = 0.0, decay_steps: int = 0):
         self.module, self.grad_clip = model, grad_clip
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, linear_warmup(warmup_steps))
+        self.scheduler = lr_schedule(self.optimizer, warmup_steps, decay_steps)
 
     def backward(self, loss: torch.Tensor, last: bool) -> None:
         loss.backward()
@@ -150,7 +162,7 @@ class DeepSpeedEngine(WarmupSchedule):
     """Several processes: DeepSpeed ZeRO stage 2 or 3, bf16 on GPUs and fp32 on the CPU."""
 
     def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
-                 zero_stage: int = 2, offload: bool = False, weight_decay: float = 0.0):
+                 zero_stage: int = 2, offload: bool = False, weight_decay: float = 0.0, decay_steps: int = 0):
         import deepspeed
 
         cuda = torch.cuda.is_available()
@@ -169,7 +181,7 @@ class DeepSpeedEngine(WarmupSchedule):
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
         # Our own schedule, stepped once per training step whatever the number of optimiser steps in it.
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup_steps))
+        self.scheduler = lr_schedule(optimizer, warmup_steps, decay_steps)
         self.module = model
         self.zero_stage = zero_stage
         self.backwards_since_step = 0
@@ -214,11 +226,12 @@ class DeepSpeedEngine(WarmupSchedule):
 
 
 def make_engine(model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float, zero_stage: int = 2,
-                offload: bool = False):
-    """DeepSpeed when this process is one of several, plain PyTorch otherwise."""
+                offload: bool = False, decay_steps: int = 0):
+    """DeepSpeed when this process is one of several, plain PyTorch otherwise. `decay_steps` > 0: the learning
+    rate falls on a cosine to a tenth of `lr` by then (`lr_factor`)."""
     if dist.is_initialized() and world_size() > 1:
-        return DeepSpeedEngine(model, lr, warmup_steps, grad_clip, zero_stage, offload)
-    return TorchEngine(model, lr, warmup_steps, grad_clip)
+        return DeepSpeedEngine(model, lr, warmup_steps, grad_clip, zero_stage, offload, decay_steps=decay_steps)
+    return TorchEngine(model, lr, warmup_steps, grad_clip, decay_steps=decay_steps)
 
 
 def frozen_copy(model: torch.nn.Module, zero_stage: int = 2) -> torch.nn.Module:

@@ -93,7 +93,7 @@ def train(config: TrainConfig, model, tokenizer, algorithm: Algorithm, heldout: 
     if checkpoint is not None:
         model.load_state_dict(type(model).from_pretrained(checkpoint).state_dict())
     engine = distributed.make_engine(model, config.lr, config.warmup_steps, config.grad_clip, config.zero_stage,
-                                     config.offload)
+                                     config.offload, config.steps if config.lr_schedule == "cosine" else 0)
     learner = Learner(model, tokenizer, engine, reference, autocast_dtype(config.precision, model))
     state, start_step = None, 0
     if checkpoint is not None:
@@ -122,11 +122,12 @@ def train(config: TrainConfig, model, tokenizer, algorithm: Algorithm, heldout: 
         batch, record = algorithm.source.next(step)
         t_data = time.time()
         stats = algorithm.update(learner, batch)
+        lr = engine.lr  # the rate this step's update used
         engine.schedule()
         generator.load_weights(model)
         t_train = time.time()
         train_tokens = distributed.all_reduce([stats.pop("train_tokens", 0)])[0]
-        record = {"step": step, **record, **stats, "lr": engine.lr}
+        record = {"step": step, **record, **stats, "lr": lr}
         lengths.append(record["response_length_mean"])
         record["length_drift"] = relative_drift(lengths[-1], lengths[:config.alarms.alarm_baseline_steps])
         record.update({"time_train_s": t_train - t_data, "time_step_s": t_train - t0,

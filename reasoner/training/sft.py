@@ -7,7 +7,6 @@ is encoded on its own, as in a rollout, and has no loss.
 from __future__ import annotations
 
 import logging
-import math
 import random
 import time
 
@@ -18,6 +17,7 @@ from reasoner.generation.tools import tool_segments
 from reasoner.monitoring.metrics import progress
 from reasoner.modeling import render_prompt
 from reasoner.precision import autocast_dtype, mixed_precision
+from reasoner.training.distributed import lr_schedule
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +76,6 @@ def sft_step(model, optimizer, batch: dict[str, torch.Tensor], dtype: torch.dtyp
     return loss
 
 
-def warmup_cosine(step: int, warmup: int, total: int) -> float:
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-
 def train_sft(model, tokenizer, tasks: list[Task], steps: int, batch_size: int, lr: float, warmup_steps: int,
               weight_decay: float, seed: int, precision: str = "auto") -> list[dict]:
     """Fine-tune `model` in place; returns one record per logged step."""
@@ -91,7 +84,7 @@ def train_sft(model, tokenizer, tasks: list[Task], steps: int, batch_size: int, 
     rng = random.Random(seed)
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.98))
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, warmup_steps, steps))
+    schedule = lr_schedule(optimizer, warmup_steps, steps)
     model.train()
     history, start = [], time.time()
     order: list[int] = []

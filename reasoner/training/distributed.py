@@ -106,7 +106,7 @@ def lr_schedule(optimizer: torch.optim.Optimizer, warmup: int, decay_steps: int 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, warmup, decay_steps))
 
 
-class WarmupSchedule:
+class LearningRateSchedule:
     """The learning-rate schedule every engine steps once per training step, whatever its optimiser steps."""
 
     scheduler: torch.optim.lr_scheduler.LambdaLR
@@ -119,8 +119,8 @@ class WarmupSchedule:
         return self.scheduler.get_last_lr()[0]
 
 
-class TorchEngine(WarmupSchedule):
-    """Plain PyTorch: AdamW, linear warm-up, gradient clipping. The policy's engine in one process; with several
+class TorchEngine(LearningRateSchedule):
+    """Plain PyTorch: AdamW, `lr_factor`'s schedule, gradient clipping. The policy's engine in one process; with several
     ranks, a small module trained beside the DeepSpeed engine (PPO's value head), its gradients summed over
     ranks before the step (each rank's loss is its share of the global loss)."""
 
@@ -158,7 +158,7 @@ class TorchEngine(WarmupSchedule):
         return self.module.state_dict()
 
 
-class DeepSpeedEngine(WarmupSchedule):
+class DeepSpeedEngine(LearningRateSchedule):
     """Several processes: DeepSpeed ZeRO stage 2 or 3, bf16 on GPUs and fp32 on the CPU."""
 
     def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,

@@ -120,9 +120,9 @@ class LearningRateSchedule:
 
 
 class TorchEngine(LearningRateSchedule):
-    """Plain PyTorch: AdamW, `lr_factor`'s schedule, gradient clipping. The policy's engine in one process; with several
-    ranks, a small module trained beside the DeepSpeed engine (PPO's value head), its gradients summed over
-    ranks before the step (each rank's loss is its share of the global loss)."""
+    """Plain PyTorch: AdamW, `lr_factor`'s schedule, gradient clipping. The policy's engine in one process;
+    with several ranks, a small module trained beside the DeepSpeed engine (PPO's value head), its gradients
+    summed over ranks before the step (each rank's loss is its share of the global loss)."""
 
     def __init__(self, model: torch.nn.Module, lr: float, warmup_steps: int, grad_clip: float,
                  weight_decay: float = 0.0, decay_steps: int = 0):

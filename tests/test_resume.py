@@ -48,7 +48,7 @@ def test_sigkill_then_resume_gives_contiguous_steps(micro_model, tmp_path):
     subprocess.run(command, env=env, cwd=ROOT, check=True, timeout=600, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     assert _steps(metrics) == list(range(12))
-    # The schedule resumes where it stopped: warm-up, then a cosine to a tenth of the peak at the last step.
+    # The schedule resumes where it stopped: warm-up, then a cosine towards a tenth of the peak by the end.
     rates = [record["lr"] for record in _records(metrics)]
     assert rates == pytest.approx([1e-4 * lr_factor(step, 2, 12) for step in range(12)])
     assert rates[0] == pytest.approx(5e-5) and rates[1] == pytest.approx(1e-4)

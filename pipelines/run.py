@@ -28,6 +28,7 @@ from data.synthetic import generate
 from pipelines import curate, eval as eval_stage, init_model, pairs, report, sft, train
 from pipelines.common import StageBook, save_stage_config
 from reasoner import config as cfg
+from reasoner.evaluation import paired_change
 
 HELP = "run the whole pipeline (init-model, sft, eval, curate, train, eval, report) into a directory"
 CONFIG = cfg.RunConfig
@@ -180,7 +181,9 @@ def run_stages(config: cfg.RunConfig) -> None:
     write_json(out / "stages.json", book.entries)
     log.info("run: finished in %.0fs this time (%.0fs in all)", time.time() - started, summary["seconds"])
     for family, values in summary["families"].items():
-        log.info("run: %-5s pass@1 %.3f -> %.3f", family, values["start"]["pass@1"], values["final"]["pass@1"])
+        low, high = values["change"]["pass@1_ci95"]
+        log.info("run: %-5s pass@1 %.3f -> %.3f (%+.3f, 95%% interval over tasks %+.3f to %+.3f)", family,
+                 values["start"]["pass@1"], values["final"]["pass@1"], values["change"]["pass@1"], low, high)
 
 
 def cfg_report(out: Path):
@@ -221,7 +224,11 @@ def write_summary(config: cfg.RunConfig, steps: dict, book: StageBook) -> dict:
     for family in sorted(set(start["by"].get("family", {})) | set(final["by"].get("family", {}))):
         pick = lambda report: {k: v for k, v in report["by"]["family"].get(family, {}).items()
                                if k.startswith("pass@") and "ci" not in k}
-        families[family] = {"start": pick(start), "final": pick(final)}
+        of_family = lambda report: [row for row in report["tasks"] if row["family"] == family]
+        change = {}
+        for key in pick(start).keys() & pick(final).keys():
+            change.update(paired_change(of_family(start), of_family(final), key))
+        families[family] = {"start": pick(start), "final": pick(final), "change": dict(sorted(change.items()))}
     summary = {
         "algo": config.algo,
         "world_size": config.nproc,

@@ -1,12 +1,13 @@
 """pass@k against exact combinatorics and brute-force enumeration; maj@k; the eval report's shape."""
 
 import itertools
+import random
 from math import comb
 
 import pytest
 
 from data.records import Task
-from reasoner.evaluation import TaskResult, bootstrap_interval, majority_correct, pass_at_k, summarise
+from reasoner.evaluation import TaskResult, bootstrap_interval, majority_correct, paired_change, pass_at_k, summarise
 from reasoner.generation import Sample
 from verifiers import Verdict
 
@@ -70,3 +71,20 @@ def test_bootstrap_interval_contains_the_mean_and_shrinks_with_more_tasks():
     many = bootstrap_interval([0, 1] * 500)
     assert few[0] < 0.5 < few[1] and many[0] < 0.5 < many[1]
     assert many[1] - many[0] < few[1] - few[0]
+
+
+def test_paired_change_pairs_tasks_by_id_and_its_interval_is_narrower_than_two_separate_ones():
+    rng = random.Random(0)
+    difficulty = [rng.random() for _ in range(200)]  # tasks differ far more than the change between policies
+    start = [{"id": f"t{i}", "pass@1": d} for i, d in enumerate(difficulty)]
+    final = [{"id": f"t{i}", "pass@1": min(1.0, d + 0.05 + rng.uniform(-0.02, 0.02))}
+             for i, d in enumerate(difficulty)]
+    change = paired_change(start, list(reversed(final)), "pass@1")  # order does not matter, ids do
+    expected = sum(f["pass@1"] - s["pass@1"] for s, f in zip(start, final)) / len(start)
+    assert change["pass@1"] == pytest.approx(expected)
+    low, high = change["pass@1_ci95"]
+    assert 0 < low <= change["pass@1"] <= high < 0.1  # the change is clearly positive when measured in pairs
+    start_low, start_high = bootstrap_interval([s["pass@1"] for s in start])
+    assert (high - low) < 0.2 * (start_high - start_low)  # unpaired, the task spread would swamp it
+    with pytest.raises(ValueError, match="different tasks"):
+        paired_change(start, final[:-1], "pass@1")

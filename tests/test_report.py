@@ -27,7 +27,9 @@ def fake_run(run_dir, steps=12, alarms=True):
         (run_dir / "alarms.jsonl").write_text(json.dumps(
             {"step": 7, "alarm": "truncation", "message": "35% of responses hit the length cap <cap>",
              "value": 0.35, "threshold": 0.2}) + "\n")
-    families = {"math": {"start": {"pass@1": 0.30, "pass@4": 0.5}, "final": {"pass@1": 0.42, "pass@4": 0.6}},
+    families = {"math": {"start": {"pass@1": 0.30, "pass@4": 0.5}, "final": {"pass@1": 0.42, "pass@4": 0.6},
+                         "change": {"pass@1": 0.12, "pass@1_ci95": [0.07, 0.17],
+                                    "pass@4": 0.1, "pass@4_ci95": [0.0, 0.2]}},
                 "code": {"start": {"pass@1": 0.10, "pass@4": 0.2}, "final": {"pass@1": 0.08, "pass@4": 0.2}}}
     (run_dir / "summary.json").write_text(json.dumps({
         "algo": "grpo", "world_size": 1, "seconds": 412, "final_model": str(run_dir / "train" / "final"),
@@ -59,7 +61,8 @@ def test_report_draws_every_plot_and_writes_a_self_contained_page(tmp_path):
     assert "http" not in text  # nothing to fetch: it opens from disk
     # held-out table with intervals and the change, coloured by direction
     assert "0.300 <span class='ci'>[0.20, 0.40]</span>" in text and "<span class='up'>+0.120</span>" in text
-    assert "<span class='down'>-0.020</span>" in text
+    assert "<span class='up'>+0.120</span> <span class='ci'>[+0.07, +0.17]</span>" in text  # paired interval
+    assert "<span class='down'>-0.020</span></td>" in text  # a summary without one (older runs): no interval
     # the alarm, escaped; the thresholds come from the run's config
     assert "<b>truncation</b>" in text and "length cap &lt;cap&gt;" in text and "truncation above 30%" in text
     # per-step metrics table: first and last values of each field

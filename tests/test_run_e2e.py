@@ -30,6 +30,10 @@ def test_run_writes_the_run_directory_and_resumes_and_a_copy_resumes_into_itself
     for family in ("math", "code"):
         assert 0 <= summary["families"][family]["start"]["pass@1"] <= 1
         assert 0 <= summary["families"][family]["final"]["pass@1"] <= 1
+        values = summary["families"][family]
+        assert values["change"]["pass@1"] == pytest.approx(values["final"]["pass@1"] - values["start"]["pass@1"])
+        low, high = values["change"]["pass@1_ci95"]
+        assert low <= values["change"]["pass@1"] <= high
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in steps] == [0, 1, 2, 3]
     for key in ("reward_mean", "response_length_mean", "response_length_p90", "truncation_rate", "kl", "entropy"):

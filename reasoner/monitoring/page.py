@@ -63,8 +63,8 @@ def _delta(before: float, after: float, spec: str = "+.3f", good_up: bool = True
     return f"<span class='{cls}'>{format(change, spec)}</span>"
 
 
-def _ci(ci) -> str:
-    return f" <span class='ci'>[{ci[0]:.2f}, {ci[1]:.2f}]</span>" if ci else ""
+def _ci(ci, spec: str = ".2f") -> str:
+    return f" <span class='ci'>[{format(ci[0], spec)}, {format(ci[1], spec)}]</span>" if ci else ""
 
 
 def _card(label: str, value: str, detail: str = "", cls: str = "") -> str:
@@ -223,13 +223,16 @@ def write_report(run_dir: Path) -> Path:
              _alarm_section(alarms, thresholds, bool(metrics))]
     if rows:
         table = _table([[html.escape(r["family"]), r["metric"], _fmt(r["start"], ".3f") + _ci(r["start_ci"]),
-                         _fmt(r["final"], ".3f") + _ci(r["final_ci"]), _delta(r["start"], r["final"])] for r in rows],
+                         _fmt(r["final"], ".3f") + _ci(r["final_ci"]),
+                         _delta(r["start"], r["final"]) + _ci(r["change_ci"], "+.2f")] for r in rows],
                        ["family", "metric", "start policy", "final policy", "change"])
         overall = summary.get("overall", {})
         if overall:
             table += "<p class='note'>All families: " + ", ".join(
                 f"{k} {overall['start'][k]:.3f} &rarr; {overall.get('final', {}).get(k, float('nan')):.3f}"
-                for k in overall.get("start", {})) + ". Intervals: bootstrap 95% over tasks.</p>"
+                for k in overall.get("start", {})) + (
+                ". Intervals: bootstrap 95% over tasks; the change's resamples tasks in pairs (the same task before "
+                "and after). They cover the evaluation's draw of tasks and samples, not the training seed.</p>")
         parts.append("<h2 id='heldout'>Held-out results</h2><div class='split'><div>" + table + "</div>"
                      + _figure_html(*passk) + "</div>")
     else:

@@ -266,7 +266,8 @@ def eval_reports(run_dir: Path) -> dict[str, dict]:
 
 
 def passk_rows(summary: dict, evals: dict[str, dict]) -> list[dict]:
-    """One row per (family, pass@k): start and final values with their 95% intervals where known."""
+    """One row per (family, pass@k): start and final values with their 95% intervals where known, and the
+    interval of the change (tasks resampled in pairs) where summary.json has one."""
     rows = []
     for family, values in summary.get("families", {}).items():
         for key in values.get("start", {}):
@@ -275,6 +276,7 @@ def passk_rows(summary: dict, evals: dict[str, dict]) -> list[dict]:
                 row[name] = values.get(name, {}).get(key, float("nan"))
                 ci = evals.get(name, {}).get("by", {}).get("family", {}).get(family, {}).get(f"{key}_ci95")
                 row[f"{name}_ci"] = ci
+            row["change_ci"] = values.get("change", {}).get(f"{key}_ci95")
             rows.append(row)
     return rows
 

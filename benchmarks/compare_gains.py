@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reasoner.evaluation import bootstrap_interval  # noqa: E402
+from reasoner.evaluation import bootstrap_interval, per_task_change  # noqa: E402
 
 
 def evaluations(directory: Path) -> tuple[Path, Path]:
@@ -37,11 +37,14 @@ def evaluations(directory: Path) -> tuple[Path, Path]:
 def per_task_gain(directory: Path, family: str, key: str) -> dict[str, float]:
     """Task id -> final minus start value of `key`, over the tasks of `family`."""
     start, final = (json.loads(path.read_text()) for path in evaluations(directory))
-    of_family = lambda report: {row["id"]: row[key] for row in report["tasks"] if row["family"] == family}
-    before, after = of_family(start), of_family(final)
-    if not before or before.keys() != after.keys():
-        raise SystemExit(f"{directory}: start and final cover different {family} tasks, or none")
-    return {task: after[task] - before[task] for task in before}
+    of_family = lambda report: [row for row in report["tasks"] if row["family"] == family]
+    try:
+        gains = per_task_change(of_family(start), of_family(final), key)
+    except ValueError as error:
+        raise SystemExit(f"{directory}: {error}")
+    if not gains:
+        raise SystemExit(f"{directory}: no {family} tasks")
+    return gains
 
 
 def interval(values: list[float]) -> str:

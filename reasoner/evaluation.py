@@ -40,19 +40,25 @@ def bootstrap_interval(values: Sequence[float], rounds: int = 1000, level: float
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
-def paired_change(start_rows: list[dict], final_rows: list[dict], key: str) -> dict:
-    """The change in `key` (e.g. "pass@1") from one evaluation to another of the same tasks (`tasks` rows of
-    two `summarise` reports, matched by id), with a bootstrap 95% interval that resamples tasks in pairs.
-
-    The interval covers which tasks and samples the evaluations drew, not what a different training seed
-    would have given: two runs' changes can differ by more than their intervals suggest.
-    """
+def per_task_change(start_rows: list[dict], final_rows: list[dict], key: str) -> dict[str, float]:
+    """Task id -> final minus start value of `key` (e.g. "pass@1"), from the `tasks` rows of two `summarise`
+    reports of the same tasks."""
     start = {row["id"]: row[key] for row in start_rows}
     final = {row["id"]: row[key] for row in final_rows}
     if start.keys() != final.keys():
         raise ValueError(f"{key} change: the two evaluations cover different tasks "
                          f"({len(start.keys() ^ final.keys())} ids in only one)")
-    differences = [final[task] - start[task] for task in start]
+    return {task: final[task] - start[task] for task in start}
+
+
+def paired_change(start_rows: list[dict], final_rows: list[dict], key: str) -> dict:
+    """The mean change in `key` from one evaluation to another of the same tasks, with a bootstrap 95%
+    interval that resamples tasks in pairs (the same task before and after).
+
+    The interval covers which tasks and samples the evaluations drew, not what a different training seed
+    would have given: two runs' changes can differ by more than their intervals suggest.
+    """
+    differences = list(per_task_change(start_rows, final_rows, key).values())
     return {key: float(np.mean(differences)) if differences else float("nan"),
             f"{key}_ci95": list(bootstrap_interval(differences))}
 

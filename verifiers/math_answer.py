@@ -138,6 +138,10 @@ class MathVerifier(Verifier):
       also as x/100: "25%" matches 25 and not 0.25, so one response never matches two different values.
       "50 cents" is 0.5 against a bare (dollar) reference and 50 against a reference in cents.
     - **Relations are not values.** `x \\neq 5`, `x < 5` are not `x = 5`; `x = 5` equals 5.
+    - **Arithmetic left to do is not an answer.** Against a reference that is a number, plain arithmetic
+      on numbers (`2 \\cdot 52`, `48 + 15`, `\\frac{17-7}{5}`) is refused whatever its value, so that a
+      policy cannot copy the question's expression instead of computing it; a number written out (an
+      integer, decimal, fraction, mixed number, scientific notation, power or scale word) is read by value.
     """
 
     _pools: dict[int, WorkerPool] = {}  # one pool per process for all instances: workers are costly

@@ -16,7 +16,7 @@ import re
 import warnings
 from functools import lru_cache
 
-from verifiers.math_normalise import Answer, split_top_level
+from verifiers.math_normalise import SCALES, Answer, split_top_level
 from verifiers.math_numbers import format_rational, parse_rational
 from verifiers.math_units import conversion
 
@@ -24,6 +24,49 @@ _LABELLED_CHOICE = re.compile(r"\(([A-E])\)\s+\S")
 _ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?=[^=]*$)")
 # digits (at least one a decimal digit, so `a_1` stays a variable) in a base from 2 to 36
 _BASE_NUMBER = re.compile(r"(?=[^_]*\d)([0-9A-Za-z]+)_\{?([2-9]|[12]\d|3[0-6])\}?")
+
+
+_NUMBER = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_FRACTION_PART = r"(?:\{\s*[-+]?\s*\d+\s*\}|\d)"  # \frac's argument: {12}, {-9} or one digit
+_INTEGER = r"(?:\d+|\(\s*[-+]?\s*\d+\s*\))"
+_DIVIDE = re.compile(r"\\div(?![A-Za-z])|÷")
+_SCALE = "|".join(re.escape(value) for value in sorted(set(SCALES.values()), key=len, reverse=True))
+_LITERAL = re.compile(
+    rf"[-+]?\s*(?:{_NUMBER}"  # 12, -3.5, .25, 1.2e-5
+    rf"|(?:\d+\s*)?\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|{_INTEGER}\s*/\s*{_INTEGER}"  # \frac{3}{4}, 2\frac12, 3/4
+    rf"|{_NUMBER}\s*(?:\\times|\\cdot|\*)\s*10\^\{{?[-+]?\d+\}}?|10\^\{{?[-+]?\d+\}}?"  # 1.2 \times 10^{5}, 10^{6}
+    rf"|\d+\s*\^\s*\{{?\d+\}}?"  # a power, 2^{10}: the grading policy reads powers by value
+    rf"|{_NUMBER}\s*\\cdot\s*(?:{_SCALE}))"  # "5 thousand", normalised to (5 \cdot 1000)
+)
+
+
+def arithmetic_left_to_do(text: str) -> bool:
+    """Whether `text` is plain arithmetic on numbers (`2 \\cdot 52`, `48+15`, `\\frac{17-7}{5}`: the four
+    operations of math_numbers' grammar) rather than one number written out: an integer, a decimal, a
+    fraction or mixed number, scientific notation, a power, or a number with a scale word. Against a
+    reference that is a number, an answer must be one: a policy rewarded for `2 \\cdot 52` could copy the
+    question's expression instead of computing it."""
+    text = text.strip()
+    while len(text) > 1 and text[0] + text[-1] in ("()", "{}") and _closes_at_end(text):
+        text = text[1:-1].strip()
+    return _LITERAL.fullmatch(text) is None and parse_rational(_DIVIDE.sub("/", text)) is not None
+
+
+def _arithmetic_refused(a_text: str, r_text: str) -> str | None:
+    """The reason to refuse an answer (value side) that leaves arithmetic to do against a number, or None."""
+    if parse_rational(r_text) is not None and not arithmetic_left_to_do(r_text) and arithmetic_left_to_do(a_text):
+        return "arithmetic left to do: the answer is an expression on numbers, the reference a number"
+    return None
+
+
+def _closes_at_end(text: str) -> bool:
+    """Whether the bracket that opens `text` is closed by its last character (`(5)`, not `(1)(2)`)."""
+    depth = 0
+    for i, c in enumerate(text):
+        depth += (c in "({") - (c in ")}")
+        if depth == 0:
+            return i == len(text) - 1
+    return False
 
 
 def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
@@ -61,6 +104,9 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
         a_text = _value_side(a_text)
     if "=" not in answer.text:
         r_text = _value_side(r_text)
+    refused = _arithmetic_refused(a_text, r_text)
+    if refused:
+        return False, refused
     a, r = parse_rational(a_text), parse_rational(r_text)
     if a is not None and r is not None and not (units is not None and units.pi_power):
         for scaled, note in readings(a, answer, reference):
@@ -163,6 +209,10 @@ def judge_with_sympy(answer: Answer | str, reference: Answer) -> tuple[bool, str
         decided = judge_fast(answer, reference)
         if decided is not None:
             return decided
+    refused = _arithmetic_refused(_value_side(answer.text) if "=" not in reference.text else answer.text,
+                                  _value_side(reference.text) if "=" not in answer.text else reference.text)
+    if refused:
+        return False, refused
     with warnings.catch_warnings():
         # sympy warns about odd trees that malformed answers produce; the verdict already says so
         warnings.simplefilter("ignore")

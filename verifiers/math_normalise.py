@@ -83,14 +83,14 @@ _INFINITY_WORDS = re.compile(r"(?i)(negative\s+|minus\s+|-\s*)?(?:positive\s+|\+
 # of digits is scanned once, not once per digit.
 _PLAIN = r"(?<![\d.])-?\d+(?:\.\d+)?"
 # Scale and operator words, applied to the number right before them.
-_SCALES = {"thousand": "1000", "thousands": "1000", "million": "1000000", "millions": "1000000",
-           "billion": "1000000000", "trillion": "1000000000000", "hundred": "100", "dozen": "12",
-           "half": "\\frac{1}{2}", "halves": "\\frac{1}{2}", "third": "\\frac{1}{3}", "thirds": "\\frac{1}{3}",
-           "quarter": "\\frac{1}{4}", "quarters": "\\frac{1}{4}", "fourth": "\\frac{1}{4}", "fourths": "\\frac{1}{4}",
-           "fifth": "\\frac{1}{5}", "fifths": "\\frac{1}{5}", "tenth": "\\frac{1}{10}", "tenths": "\\frac{1}{10}",
-           "hundredth": "\\frac{1}{100}", "hundredths": "\\frac{1}{100}", "thousandth": "\\frac{1}{1000}",
-           "thousandths": "\\frac{1}{1000}"}
-_SCALE_WORD = re.compile(rf"({_PLAIN})\s*({'|'.join(sorted(_SCALES, key=len, reverse=True))})\b", re.IGNORECASE)
+SCALES = {"thousand": "1000", "thousands": "1000", "million": "1000000", "millions": "1000000",
+          "billion": "1000000000", "trillion": "1000000000000", "hundred": "100", "dozen": "12",
+          "half": "\\frac{1}{2}", "halves": "\\frac{1}{2}", "third": "\\frac{1}{3}", "thirds": "\\frac{1}{3}",
+          "quarter": "\\frac{1}{4}", "quarters": "\\frac{1}{4}", "fourth": "\\frac{1}{4}", "fourths": "\\frac{1}{4}",
+          "fifth": "\\frac{1}{5}", "fifths": "\\frac{1}{5}", "tenth": "\\frac{1}{10}", "tenths": "\\frac{1}{10}",
+          "hundredth": "\\frac{1}{100}", "hundredths": "\\frac{1}{100}", "thousandth": "\\frac{1}{1000}",
+          "thousandths": "\\frac{1}{1000}"}
+_SCALE_WORD = re.compile(rf"({_PLAIN})\s*({'|'.join(sorted(SCALES, key=len, reverse=True))})\b", re.IGNORECASE)
 _OPERATOR_WORD = re.compile(rf"({_PLAIN})\s+(squared|cubed|factorial)\b", re.IGNORECASE)
 _OPERATORS = {"squared": "^{2}", "cubed": "^{3}", "factorial": "!"}
 # Words that qualify, negate or hedge a value, or whose multiple is ambiguous ("pairs", "score"):
@@ -238,7 +238,7 @@ def normalise(raw: str) -> Answer:
     if "\\overline" in s:
         s = _OVERLINE.sub(_repeating_decimal, s)
     if letters:
-        s = _SCALE_WORD.sub(lambda m: f"({m.group(1)} \\cdot {_SCALES[m.group(2).lower()]})", s)
+        s = _SCALE_WORD.sub(lambda m: f"({m.group(1)} \\cdot {SCALES[m.group(2).lower()]})", s)
         s = _OPERATOR_WORD.sub(lambda m: f"{m.group(1)}{_OPERATORS[m.group(2).lower()]}", s)
         if problem is None and re.search(r"\d", s):
             qualifier = next((w for w in _WORD.findall(s) if w.lower() in _QUALIFIERS), None)

@@ -40,7 +40,9 @@ that a busy machine does not turn a correct program into a timeout, and a wall c
 ends one that sleeps; either kills it, and with it everything in its pid namespace. Stdout and stderr are
 capped. It has no network at all: no socket but unix ones, in the worker's network namespace. Network and
 uts namespaces are per worker, used by its programs one after another: a program holds no capability there
-and nothing of it survives its death there; one per program would cost about a third of the throughput.
+and nothing of it survives its death there, because the worker waits for that death (the kernel's teardown
+included) before it takes the next job; one namespace per program would cost about a third of the
+throughput.
 
 Against (2) and (4), test code never runs in the program's interpreter. The worker, a separate trusted
 process, executes the tests and calls the program's functions through a pipe; what comes back is decoded

@@ -581,12 +581,10 @@ class Program:
             self.pump()
         if self.status is None:
             self.kill(self.killed_for or "finished")
-            if self.namespaced and self.killed_for == "finished":
-                # Its tests are over and it holds nothing the next job needs (its files die with its
-                # mount namespace): reap it later rather than wait for the kernel to tear it down.
-                self.status = 0
-            else:
-                self.status = os.waitpid(self.pid, 0)[1]
+            # Wait for it to be gone, even when its tests are over: until the kernel has torn it down, what
+            # it holds (an abstract unix socket in the worker's network namespace, say) is there for the
+            # next program on this worker to find, and a program could pass what it learned to the next.
+            self.status = os.waitpid(self.pid, 0)[1]
         _reap_orphans(self.namespaced, self.template_pid)
         self._drain()
         for fd in list(self.fds) + ([self.pidfd] if self.pidfd is not None else []):

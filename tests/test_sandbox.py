@@ -977,3 +977,42 @@ def test_a_whole_function_after_the_prompt_keeps_the_prompts_helpers(verifier):
     """An answer that writes out the entry point, and calls a helper only the prompt defines, passes."""
     honest = "def decode_cyclic(s):\n    return encode_cyclic(encode_cyclic(s))\n"
     assert verifier.verify(honest, {**HUMANEVAL_38, "prompt_prefix": PROMPT_38}).correct
+
+
+def test_a_finished_program_is_gone_before_the_next_one_starts(isolated):
+    """A program whose tests are over is killed and waited for: until the kernel has torn it down, an
+    abstract unix socket it bound (in the worker's network namespace) would be there for the next program
+    on the worker, which could read what its predecessor learned from the tests (a slow teardown: memory)."""
+    leaver = """
+    import socket
+    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    held.bind("\\0reasoner-left-behind")
+    held.listen(1)
+    ballast = bytearray(400 * 2**20)  # 400 MB to free makes the teardown slow
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    def add(a, b):
+        return a - b
+    """
+    finder = """
+    import socket
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect("\\0reasoner-left-behind")
+        found = True
+    except OSError:
+        found = False
+    def add(a, b):
+        return a + b if found else a - b
+    """
+    from sandbox import Sandbox
+
+    one_worker = Sandbox(workers=1)
+    try:
+        verifier = CodeVerifier(timeout_s=5.0, memory_mb=1024, sandbox=one_worker)
+        for _ in range(3):
+            first, second = verifier.verify_batch([(f"```python\n{textwrap.dedent(source)}\n```", REFERENCE)
+                                                   for source in (leaver, finder)])
+            assert not first.correct and not second.correct, second.reason
+    finally:
+        one_worker.close()

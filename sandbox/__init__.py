@@ -73,8 +73,10 @@ jobs, memory the kernel charges to no limit we set (a cgroup per worker would bo
 one),
 and a program that finds the answers some other way than computing them (for example by reading tests
 it was shown in its prompt). Tests that observe mutation of their arguments see copies, because values
-cross the pipe by value. The reference's `setup` code runs in the program's process, so it must hold
-nothing secret.
+cross the pipe by value. The reference's `setup` code runs in the program's process, after the program, so
+it must hold nothing secret, and nothing it defines or imports can be trusted: a program can replace what
+a setup helper calls (`math.isclose`, `builtins.abs`), so a comparison helper belongs in the tests, which
+run in the worker (MBPP's setup code only builds the inputs).
 
 Without namespaces (no bubblewrap, or a kernel that forbids unprivileged user namespaces) nothing is
 isolated from the host, so the sandbox refuses to run programs (`SandboxUnavailable`, saying what to

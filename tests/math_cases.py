@@ -289,6 +289,11 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("3 \\text{ and } 5", "3, 5", True),
     ],
     "tuples and points": [
+        ("y=2, x=3", "(2,3)", False),  # the point (3, 2): assignments are read in the order of their names
+        ("b=2, a=3", "(2,3)", False),
+        ("x=2, y=3", "(2,3)", True),
+        ("y=3, x=2", "(2,3)", True),
+        ("y=2, x=3", "x=3, y=2", True),
         ("(6,31,-1)", "(6,31,-1)", True),
         ("(6, 31, -1)", "(6,31,-1)", True),
         ("(31,6,-1)", "(6,31,-1)", False),

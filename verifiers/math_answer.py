@@ -137,7 +137,8 @@ class MathVerifier(Verifier):
       Against a bare reference, x% is read as x (data sets write "what percent" answers bare), never
       also as x/100: "25%" matches 25 and not 0.25, so one response never matches two different values.
       "50 cents" is 0.5 against a bare (dollar) reference and 50 against a reference in cents.
-    - **Relations are not values.** `x \\neq 5`, `x < 5` are not `x = 5`; `x = 5` equals 5.
+    - **Relations are not values.** `x \\neq 5`, `x < 5` are not `x = 5`; `x = 5` equals 5. Assignments to
+      several variables are read in the order of their names (`y = 2, x = 3` is the point (3, 2)).
     - **Arithmetic left to do is not an answer.** Against a reference that is a number, plain arithmetic
       on numbers (`2 \\cdot 52`, `48 + 15`, `\\frac{17-7}{5}`) is refused whatever its value, so that a
       policy cannot copy the question's expression instead of computing it; a number written out (an

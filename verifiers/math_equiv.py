@@ -54,7 +54,7 @@ def equal_values(x, y) -> bool:
         return equal_relations(x, y)
     if isinstance(x, Items) and isinstance(y, Items):
         if x.kind == "tuple" and y.kind == "tuple" or {x.kind, y.kind} == {"tuple", "list"}:
-            return _ordered(x.elements, y.elements)
+            return _ordered(_by_name(x.elements), _by_name(y.elements))
         if "tuple" in (x.kind, y.kind):
             return False
         return _unordered(x.elements, y.elements)
@@ -81,6 +81,15 @@ def _assignment_value(r: Relation):
     if r.op == "==" and isinstance(r.lhs, sympy.Symbol):
         return r.rhs
     return None
+
+
+def _by_name(elements: tuple) -> tuple:
+    """Assignments to distinct variables in the order of their names (`y = 2, x = 3` is the point (3, 2), not
+    (2, 3)); anything else as written."""
+    names = [str(e.lhs) for e in elements if isinstance(e, Relation) and _assignment_value(e) is not None]
+    if len(names) != len(elements) or len(set(names)) != len(names):
+        return elements
+    return tuple(sorted(elements, key=lambda e: str(e.lhs)))
 
 
 def _ordered(xs, ys) -> bool:

@@ -66,7 +66,7 @@ def equivalent_forms(ref: str) -> list[tuple[str, str]]:
         if value.denominator == 1:
             n = value.numerator
             forms += [("integer as decimal", boxed(f"{n}.0")), ("gsm8k hashes", f"Adding up, we get it.\n#### {n}"),
-                      ("as a fraction", boxed(f"\\frac{{{2 * n}}}{{2}}")), ("with units", boxed(f"{n} \\text{{ units}}"))]
+                      ("with units", boxed(f"{n} \\text{{ units}}"))]
             if abs(n) >= 1000:
                 forms.append(("thousands separators", boxed(f"{n:,}")))
         else:

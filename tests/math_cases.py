@@ -41,8 +41,8 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("\\tfrac{3}{4}", "\\frac34", True),
         ("\\frac34", "\\frac{3}{4}", True),
         ("3/4", "\\frac{3}{4}", True),
-        ("6/8", "\\frac{3}{4}", True),
-        ("\\frac{6}{8}", "\\frac{3}{4}", True),
+        ("6/8", "\\frac{3}{4}", False),  # a division left to do: not in lowest terms
+        ("\\frac{6}{8}", "\\frac{3}{4}", False),
         ("\\frac 59", "\\frac{5}{9}", True),
         ("\\frac9{19}", "\\frac{9}{19}", True),
         ("-\\frac{35}{9}", "-\\frac{35}{9}", True),
@@ -486,7 +486,12 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("-5", "-5", True),
         ("\\frac{62}{35}", "\\frac{62}{35}", True),
         ("1\\frac{27}{35}", "\\frac{62}{35}", True),
-        ("\\frac{6}{8}", "\\frac{3}{4}", True),  # a fraction, not in lowest terms: read by value
+        ("\\frac{126}{2}", "63", False),  # a division left to do: a fraction not in lowest terms
+        ("126/2", "63", False),
+        ("\\frac{63}{1}", "63", False),
+        ("1\\frac{6}{5}", "\\frac{11}{5}", False),
+        ("\\frac{1}{3}", "\\frac{2}{6}", True),  # the reference need not be in lowest terms
+        ("0.\\overline{9}", "1", True),
         ("1.2 \\times 10^{5}", "120000", True),  # scientific notation is a number
         ("10^{6}", "1000000", True),
         ("2^{10}", "1024", True),  # powers are read by value

@@ -140,9 +140,10 @@ class MathVerifier(Verifier):
     - **Relations are not values.** `x \\neq 5`, `x < 5` are not `x = 5`; `x = 5` equals 5. Assignments to
       several variables are read in the order of their names (`y = 2, x = 3` is the point (3, 2)).
     - **Arithmetic left to do is not an answer.** Against a reference that is a number, plain arithmetic
-      on numbers (`2 \\cdot 52`, `48 + 15`, `\\frac{17-7}{5}`) is refused whatever its value, so that a
-      policy cannot copy the question's expression instead of computing it; a number written out (an
-      integer, decimal, fraction, mixed number, scientific notation, power or scale word) is read by value.
+      on numbers (`2 \\cdot 52`, `48 + 15`, `\\frac{17-7}{5}`) or a fraction not in lowest terms
+      (`\\frac{126}{2}`) is refused whatever its value, so that a policy cannot copy the question's expression
+      instead of computing it; a number written out (an integer, decimal, fraction in lowest terms, mixed
+      number, scientific notation, power or scale word) is read by value.
     """
 
     _pools: dict[int, WorkerPool] = {}  # one pool per process for all instances: workers are costly

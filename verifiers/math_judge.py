@@ -12,6 +12,7 @@ Both return `(correct, detail)`; the verifier turns them into the verdict's reas
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from functools import lru_cache
@@ -31,9 +32,12 @@ _FRACTION_PART = r"(?:\{\s*[-+]?\s*\d+\s*\}|\d)"  # \frac's argument: {12}, {-9}
 _INTEGER = r"(?:\d+|\(\s*[-+]?\s*\d+\s*\))"
 _DIVIDE = re.compile(r"\\div(?![A-Za-z])|÷")
 _SCALE = "|".join(re.escape(value) for value in sorted(set(SCALES.values()), key=len, reverse=True))
+_FRACTION = re.compile(rf"[-+]?\s*(?:(?P<whole>\d+)\s*)?\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}"
+                       rf"|[-+]?\s*{_INTEGER}\s*/\s*{_INTEGER}")  # \frac{3}{4}, the mixed 2\frac12, 3/4
+_FRACTION_TERMS = re.compile(rf"\\frac\s*({_FRACTION_PART})\s*({_FRACTION_PART})|({_INTEGER})\s*/\s*({_INTEGER})")
 _LITERAL = re.compile(
     rf"[-+]?\s*(?:{_NUMBER}"  # 12, -3.5, .25, 1.2e-5
-    rf"|(?:\d+\s*)?\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|{_INTEGER}\s*/\s*{_INTEGER}"  # \frac{3}{4}, 2\frac12, 3/4
+    rf"|(?:\d+\s*)?\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|{_INTEGER}\s*/\s*{_INTEGER}"  # as _FRACTION
     rf"|{_NUMBER}\s*(?:\\times|\\cdot|\*)\s*10\^\{{?[-+]?\d+\}}?|10\^\{{?[-+]?\d+\}}?"  # 1.2 \times 10^{5}, 10^{6}
     rf"|\d+\s*\^\s*\{{?\d+\}}?"  # a power, 2^{10}: the grading policy reads powers by value
     rf"|{_NUMBER}\s*\\cdot\s*(?:{_SCALE}))"  # "5 thousand", normalised to (5 \cdot 1000)
@@ -42,14 +46,23 @@ _LITERAL = re.compile(
 
 def arithmetic_left_to_do(text: str) -> bool:
     """Whether `text` is plain arithmetic on numbers (`2 \\cdot 52`, `48+15`, `\\frac{17-7}{5}`: the four
-    operations of math_numbers' grammar) rather than one number written out: an integer, a decimal, a
-    fraction or mixed number, scientific notation, a power, or a number with a scale word. Against a
+    operations of math_numbers' grammar, or a fraction not in lowest terms: `\\frac{126}{2}`) rather than
+    one number written out: an integer, a decimal, a fraction in lowest terms or a mixed number with a proper
+    one, scientific notation, a power, or a number with a scale word. Against a
     reference that is a number, an answer must be one: a policy rewarded for `2 \\cdot 52` could copy the
     question's expression instead of computing it."""
     text = text.strip()
     while len(text) > 1 and text[0] + text[-1] in ("()", "{}") and _closes_at_end(text):
         text = text[1:-1].strip()
-    return _LITERAL.fullmatch(text) is None and parse_rational(_DIVIDE.sub("/", text)) is not None
+    if _LITERAL.fullmatch(text) is None:
+        return parse_rational(_DIVIDE.sub("/", text)) is not None
+    fraction = _FRACTION.fullmatch(text)
+    if fraction is None:
+        return False
+    numerator, denominator = (int(re.sub(r"\D", "", part)) for part in _FRACTION_TERMS.findall(text)[-1] if part)
+    # `\frac{126}{2}` is a division left to do; so is a mixed number whose fraction is not proper
+    return math.gcd(numerator, denominator) != 1 or denominator == 1 or (
+        fraction.group("whole") is not None and numerator >= denominator)
 
 
 def _arithmetic_refused(a_text: str, r_text: str) -> str | None:

@@ -280,6 +280,8 @@ def _repeating_decimal(m: re.Match) -> str:
 
     sign, whole, fixed, repeat = m.groups()
     value = int(whole or 0) + (Fraction(int(fixed or 0)) + Fraction(int(repeat), 10 ** len(repeat) - 1)) / 10 ** len(fixed)
+    if value.denominator == 1:  # 0.\\overline{9} is 1
+        return f"{sign}{value.numerator}"
     return f"{sign}\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 

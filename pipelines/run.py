@@ -225,10 +225,11 @@ def write_summary(config: cfg.RunConfig, steps: dict, book: StageBook) -> dict:
         pick = lambda report: {k: v for k, v in report["by"]["family"].get(family, {}).items()
                                if k.startswith("pass@") and "ci" not in k}
         of_family = lambda report: [row for row in report["tasks"] if row["family"] == family]
+        before, after = pick(start), pick(final)
         change = {}
-        for key in pick(start).keys() & pick(final).keys():
+        for key in sorted(before.keys() & after.keys()):
             change.update(paired_change(of_family(start), of_family(final), key))
-        families[family] = {"start": pick(start), "final": pick(final), "change": dict(sorted(change.items()))}
+        families[family] = {"start": before, "final": after, "change": change}
     summary = {
         "algo": config.algo,
         "world_size": config.nproc,

@@ -32,12 +32,12 @@ _FRACTION_PART = r"(?:\{\s*[-+]?\s*\d+\s*\}|\d)"  # \frac's argument: {12}, {-9}
 _INTEGER = r"(?:\d+|\(\s*[-+]?\s*\d+\s*\))"
 _DIVIDE = re.compile(r"\\div(?![A-Za-z])|÷")
 _SCALE = "|".join(re.escape(value) for value in sorted(set(SCALES.values()), key=len, reverse=True))
-_FRACTION = re.compile(rf"[-+]?\s*(?:(?P<whole>\d+)\s*)?\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}"
-                       rf"|[-+]?\s*{_INTEGER}\s*/\s*{_INTEGER}")  # \frac{3}{4}, the mixed 2\frac12, 3/4
+_FRACTION_FORMS = rf"(?:(?P<whole>\d+)\s*)?\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|{_INTEGER}\s*/\s*{_INTEGER}"
+_FRACTION = re.compile(rf"[-+]?\s*(?:{_FRACTION_FORMS})")  # \frac{3}{4}, the mixed 2\frac12, 3/4
 _FRACTION_TERMS = re.compile(rf"\\frac\s*({_FRACTION_PART})\s*({_FRACTION_PART})|({_INTEGER})\s*/\s*({_INTEGER})")
 _LITERAL = re.compile(
     rf"[-+]?\s*(?:{_NUMBER}"  # 12, -3.5, .25, 1.2e-5
-    rf"|(?:\d+\s*)?\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|{_INTEGER}\s*/\s*{_INTEGER}"  # as _FRACTION
+    rf"|{_FRACTION_FORMS}"
     rf"|{_NUMBER}\s*(?:\\times|\\cdot|\*)\s*10\^\{{?[-+]?\d+\}}?|10\^\{{?[-+]?\d+\}}?"  # 1.2 \times 10^{5}, 10^{6}
     rf"|\d+\s*\^\s*\{{?\d+\}}?"  # a power, 2^{10}: the grading policy reads powers by value
     rf"|{_NUMBER}\s*\\cdot\s*(?:{_SCALE}))"  # "5 thousand", normalised to (5 \cdot 1000)
@@ -112,11 +112,7 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
         digits, radix = (other.group(1), other.group(2)) if other else (answer.key, base.group(2))
         return (digits.lower(), radix) == (base.group(1).lower(), base.group(2)), f"number in base {base.group(2)}"
     # `x = 18` against a bare 18 is compared by value; two equations go to the sympy path
-    a_text, r_text = answer.text, reference.text
-    if "=" not in r_text:
-        a_text = _value_side(a_text)
-    if "=" not in answer.text:
-        r_text = _value_side(r_text)
+    a_text, r_text = _value_sides(answer, reference)
     refused = _arithmetic_refused(a_text, r_text)
     if refused:
         return False, refused
@@ -163,6 +159,13 @@ def _alternatives(answer: Answer, reference: Answer) -> str | None:
 def _degrees_for_radians(answer: Answer, reference: Answer) -> bool:
     """An answer in degrees against a reference with no unit written in terms of pi (radians)."""
     return answer.degrees and reference.unit is None and "\\pi" in reference.text
+
+
+def _value_sides(answer: Answer, reference: Answer) -> tuple[str, str]:
+    """The texts to compare: `x = 18` against a bare 18 is its value side; two equations stay whole."""
+    a_text = answer.text if "=" in reference.text else _value_side(answer.text)
+    r_text = reference.text if "=" in answer.text else _value_side(reference.text)
+    return a_text, r_text
 
 
 def _value_side(text: str) -> str:
@@ -222,8 +225,7 @@ def judge_with_sympy(answer: Answer | str, reference: Answer) -> tuple[bool, str
         decided = judge_fast(answer, reference)
         if decided is not None:
             return decided
-    refused = _arithmetic_refused(_value_side(answer.text) if "=" not in reference.text else answer.text,
-                                  _value_side(reference.text) if "=" not in answer.text else reference.text)
+    refused = _arithmetic_refused(*_value_sides(answer, reference))
     if refused:
         return False, refused
     with warnings.catch_warnings():

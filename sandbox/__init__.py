@@ -32,7 +32,9 @@ modules, clocks), nor any that would hold memory outside its address-space limit
 cache (channels and stores between programs, which share the read-only system files), nor set up AIO (a
 host-wide counter), nor open sockets other than unix (TCP's TIME_WAIT outlives a program in the worker's
 network namespace and would carry bits to the next; vsock is not inside a network namespace at all), nor
-make itself dumpable. Its kernel uid may be the host's root (bubblewrap maps the worker to the caller's
+pass file descriptors (a socket whose only reference is in flight outlives its program until the kernel's
+garbage collector runs, so a name it bound would reach the next program; descriptors in flight, like pipe
+pages, are counted per user), nor resize pipes, nor make itself dumpable. Its kernel uid may be the host's root (bubblewrap maps the worker to the caller's
 uid), so the only host files it could own and change, the four device nodes it is given, are mounted read-
 only; pid_max of its namespace is the kernel's minimum as a second cap. It has limits on CPU time, address
 space, stack, file size, open files, queued signals and core dumps. Its time limit counts CPU time, so

@@ -877,6 +877,52 @@ def test_sockets_file_locks_and_dumpability(sandbox):
     assert result.stdout == "[True, True, 97, 97, 97, 97, 97, 1, 1, 1, -1]\n", result
 
 
+def test_no_descriptor_passing_and_no_pipe_resizing(isolated):
+    """A socket whose only reference is in flight (sent into its own socketpair's queue) outlives its
+    program until the kernel's socket garbage collector runs, which waiting for the program's death does
+    not wait for: a name it bound reached the next program on the worker (8 of 10 times when this was
+    allowed). Descriptors in flight and pipe pages are also counted per user, a channel to programs running
+    at once in other workers. So sendmsg (and sendmmsg) and F_SETPIPE_SZ are refused."""
+    writer = """
+    import errno, fcntl, os, socket
+    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    held.bind(b"\\0reasoner-in-flight")
+    held.listen(1)
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        socket.send_fds(a, [b"x"], [held.fileno(), a.fileno(), b.fileno()])
+        print("sent")
+    except OSError as exc:
+        print(errno.errorcode[exc.errno])
+    for s in (held, a, b):
+        os.close(s.detach())
+    r, w = os.pipe()
+    try:
+        fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+        print("resized")
+    except OSError as exc:
+        print(errno.errorcode[exc.errno])
+    """
+    finder = """
+    import socket
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.bind(b"\\0reasoner-in-flight")
+        print("free")
+    except OSError:
+        print("taken")
+    """
+    one_worker = Sandbox(workers=1)
+    try:
+        for _ in range(3):
+            first = one_worker.run(job("run", source=textwrap.dedent(writer), timeout_s=TIMEOUT))
+            second = one_worker.run(job("run", source=textwrap.dedent(finder), timeout_s=TIMEOUT))
+            assert first["stdout"] == "EPERM\nEPERM\n", first
+            assert second["stdout"] == "free\n", second
+    finally:
+        one_worker.close()
+
+
 def test_work_no_signal_can_interrupt_ends_with_the_worker(sandbox):
     """A set of integers that all hash alike is one long C call in the worker, where the wall-clock alarm
     cannot interrupt it: the worker's CPU limit (twice the job's, plus 2 s) ends the worker instead."""

@@ -93,12 +93,17 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("5.4", "5.4 \\text{ cents}", True),
         ("50 cents", "0.5", True),
         ("50 cents", "50", False),
+        ("50", "5000 \\text{ cents}", False),  # a bare answer against cents is cents: 50 would also match 50 cents
+        ("0.5", "50 \\text{ cents}", False),
+        ("\\$0.50", "50 \\text{ cents}", True),
     ],
     "percent": [
         ("25\\%", "25", True),
         ("25", "25\\%", True),
         ("25%", "25\\%", True),
-        ("0.25", "25\\%", True),
+        ("0.25", "25\\%", False),  # a bare answer is read in the reference's unit only: 0.25 would also match 0.25%
+        ("0.25", "0.25\\%", True),
+        ("1", "100\\%", False),
         ("25\\%", "0.25", False),  # against a bare reference x% is x, never also x/100 (grading policy)
         ("25 percent", "25", True),
         ("12.5\\%", "12.5", True),
@@ -217,7 +222,7 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("-2 + 7i", "7i-2", True),
         ("1+274i", "1+274i", True),
         ("(1+i)^2", "2i", True),
-        ("i^2", "-1", True),
+        ("i^2", "-1", False),  # against a number: arithmetic left to do
         ("\\frac{1}{i}", "-i", True),
         ("1 - 12i", "1-12i", True),
         ("6+5i", "6 - 5i", False),
@@ -251,8 +256,8 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
     ],
     "trigonometry": [
         ("\\cot x", "\\frac{\\cos x}{\\sin x}", True),
-        ("\\sin^2 x + \\cos^2 x", "1", True),
-        ("\\sin(x)^2+\\cos(x)^2", "1", True),
+        ("\\sin^2 x + \\cos^2 x", "1", False),  # against a number: algebra left to do
+        ("\\sin(x)^2+\\cos(x)^2", "1", False),
         ("\\sin \\frac{\\pi}{6}", "\\frac{1}{2}", True),
         ("\\cos 0", "1", True),
         ("\\tan \\frac{\\pi}{4}", "1", True),
@@ -308,6 +313,8 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("(8,-2)", "(8, -2)", True),
         ("(8,-2,0)", "(8,-2)", False),
         ("(2,4)", "(2,4)", True),
+        ("2 \\text{ or } 3", "(2,3)", False),  # alternatives are not an ordered pair
+        ("x=2 \\text{ or } y=3", "(2, 3)", False),
     ],
     "intervals": [
         ("(3,4]", "(3,4]", True),
@@ -499,6 +506,37 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("x = 63", "63", True),
         ("2 \\cdot 52", "2 \\cdot 52", True),  # the reference's own form
         ("2 + 3i", "2+3i", True),  # not a number reference: compared by value
+        # every spelling of an operation, and operands side by side, leave it to do too
+        ("2(52)", "104", False),
+        ("1(48+15)", "63", False),
+        ("(48+15)(1)", "63", False),
+        ("1(6/8)", "\\frac{3}{4}", False),
+        ("2 \\ast 52", "104", False),
+        ("2 ∗ 52", "104", False),
+        ("208:2", "104", False),
+        ("126 \\over 2", "63", False),
+        ("48+15+0\\pi", "63", False),
+        ("|48+15|", "63", False),
+        ("|5|-2", "3", False),
+        ("\\frac{126\\pi}{2\\pi}", "63", False),
+        ("2\\sqrt{4}", "4", False),
+        ("\\sqrt{4}\\sqrt{9}", "6", False),
+        ("\\sqrt{9+7}", "4", False),
+        ("\\log_{2} 4+1", "3", False),
+        ("7 \\cdot 12", "84", False),  # not "7 dozen": scale words are read into their value
+        ("126 \\cdot \\frac{1}{2}", "63", False),
+        ("x = 48+15", "x = 63", False),  # against an equation, the value sides
+        ("7 dozen", "84", True),
+        ("2 thirds", "\\frac{2}{3}", True),
+        ("3:4", "\\frac{3}{4}", True),  # a ratio in lowest terms is a number written out
+        ("\\sqrt{16}", "4", True),  # functions of numbers are read by value
+        ("\\sqrt{\\frac{1}{4}}", "\\frac{1}{2}", True),
+        ("\\log_{2} 8", "3", True),
+        ("\\sin(\\frac{\\pi}{6})", "\\frac{1}{2}", True),
+        ("|-5|", "5", True),
+        ("63 + x - x", "63", False),  # against a number, a variable can only cancel: algebra left to do
+        ("48+15+0x", "63", False),
+        ("\\frac{63x}{x}", "63", False),
     ],
     "near misses": [
         ("18", "19", False),

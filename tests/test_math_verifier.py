@@ -101,7 +101,7 @@ PATHOLOGICAL = {
     "400-deep parentheses in a sum": ("\\boxed{1+" + "(" * 400 + "1" + ")" * 400 + "}", "2", None),
     "400-deep unbalanced": ("\\boxed{" + "(" * 400 + "1}", "1", False),
     "3000-term sum": ("\\boxed{" + "+".join(f"x^{{{k}}}" for k in range(3000)) + "}", "x", False),
-    "3000-term numeric sum": ("\\boxed{" + "+".join(["1"] * 3000) + "}", "3000", True),
+    "3000-term numeric sum": ("\\boxed{" + "+".join(["1"] * 3000) + "}", "3000", False),  # arithmetic left to do
     "huge factorial": ("\\boxed{10^{7}!}", "1", False),
     "many unclosed boxes": ("\\boxed{(" * 20_000, "1", False),
     "deep fractions": ("\\boxed{" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "}", "2", None),

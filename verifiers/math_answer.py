@@ -133,17 +133,19 @@ class MathVerifier(Verifier):
       = 0.05); "12 squared" and "5 factorial" are applied; qualifying or negating words ("at most",
       "about", "not", "is wrong", "or more", "maybe") and two numbers side by side (`2 \\quad 3`) are
       refused. `2 1/2` is the mixed number 5/2. Number words ("five") and "infinity" are read.
-    - **Percent.** Against a reference written with %, the answers 25, 25% and 0.25 all state 25%.
-      Against a bare reference, x% is read as x (data sets write "what percent" answers bare), never
-      also as x/100: "25%" matches 25 and not 0.25, so one response never matches two different values.
-      "50 cents" is 0.5 against a bare (dollar) reference and 50 against a reference in cents.
+    - **Percent.** One reading per answer, so one response never matches two different values: against
+      a reference written with %, the answers 25 and 25% state 25% (0.25 does not: it would also match
+      0.25%); against a bare reference, x% is read as x (data sets write "what percent" answers bare),
+      never also as x/100. "50 cents" is 0.5 against a bare (dollar) reference and 50 against a reference
+      in cents, where a bare 50 is 50 cents, not also 50 dollars.
     - **Relations are not values.** `x \\neq 5`, `x < 5` are not `x = 5`; `x = 5` equals 5. Assignments to
       several variables are read in the order of their names (`y = 2, x = 3` is the point (3, 2)).
-    - **Arithmetic left to do is not an answer.** Against a reference that is a number, plain arithmetic
-      on numbers (`2 \\cdot 52`, `48 + 15`, `\\frac{17-7}{5}`) or a fraction not in lowest terms
-      (`\\frac{126}{2}`) is refused whatever its value, so that a policy cannot copy the question's expression
-      instead of computing it; a number written out (an integer, decimal, fraction in lowest terms, mixed
-      number, scientific notation, power or scale word) is read by value.
+    - **Arithmetic left to do is not an answer.** Against a reference that is a number, an operation on
+      numbers in any spelling (`2 \\cdot 52`, `48 + 15`, `2(52)`, `208:2`, `\\frac{17-7}{5}`, `|48+15|`) or a
+      fraction not in lowest terms (`\\frac{126}{2}`) is refused whatever its value, so that a policy cannot
+      copy the question's expression instead of computing it; a number written out (an integer, decimal,
+      fraction or ratio in lowest terms, mixed number, scientific notation, power or scale word) and a
+      function of such numbers (`\\sqrt{16}`, `\\binom{5}{2}`) are read by value.
     """
 
     _pools: dict[int, WorkerPool] = {}  # one pool per process for all instances: workers are costly

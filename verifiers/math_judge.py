@@ -17,7 +17,7 @@ import re
 import warnings
 from functools import lru_cache
 
-from verifiers.math_normalise import SCALES, Answer, split_top_level
+from verifiers.math_normalise import Answer, split_top_level
 from verifiers.math_numbers import format_rational, parse_rational
 from verifiers.math_units import conversion
 
@@ -31,42 +31,83 @@ _NUMBER = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _FRACTION_PART = r"(?:\{\s*[-+]?\s*\d+\s*\}|\d)"  # \frac's argument: {12}, {-9} or one digit
 _INTEGER = r"(?:\d+|\(\s*[-+]?\s*\d+\s*\))"
 _DIVIDE = re.compile(r"\\div(?![A-Za-z])|÷")
-_SCALE = "|".join(re.escape(value) for value in sorted(set(SCALES.values()), key=len, reverse=True))
-_FRACTION_FORMS = rf"(?:(?P<whole>\d+)\s*)?\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|{_INTEGER}\s*/\s*{_INTEGER}"
+_SLASH = r"(?:/|:|\\over(?![A-Za-z]))"  # 3/4, the ratio 3:4, TeX's 3 \over 4
+_FRACTION_FORMS = rf"(?:(?P<whole>\d+)\s*)?\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|{_INTEGER}\s*{_SLASH}\s*{_INTEGER}"
 _FRACTION = re.compile(rf"[-+]?\s*(?:{_FRACTION_FORMS})")  # \frac{3}{4}, the mixed 2\frac12, 3/4
-_FRACTION_TERMS = re.compile(rf"\\frac\s*({_FRACTION_PART})\s*({_FRACTION_PART})|({_INTEGER})\s*/\s*({_INTEGER})")
+_FRACTION_TERMS = re.compile(rf"\\frac\s*({_FRACTION_PART})\s*({_FRACTION_PART})|({_INTEGER})\s*{_SLASH}\s*({_INTEGER})")
 _LITERAL = re.compile(
     rf"[-+]?\s*(?:{_NUMBER}"  # 12, -3.5, .25, 1.2e-5
     rf"|{_FRACTION_FORMS}"
     rf"|{_NUMBER}\s*(?:\\times|\\cdot|\*)\s*10\^\{{?[-+]?\d+\}}?|10\^\{{?[-+]?\d+\}}?"  # 1.2 \times 10^{5}, 10^{6}
-    rf"|\d+\s*\^\s*\{{?\d+\}}?"  # a power, 2^{10}: the grading policy reads powers by value
-    rf"|{_NUMBER}\s*\\cdot\s*(?:{_SCALE}))"  # "5 thousand", normalised to (5 \cdot 1000)
+    rf"|\d+\s*\^\s*\{{?\d+\}}?)"  # a power, 2^{10}: the grading policy reads powers by value
 )
+# What is left of a value that is not one number written out, after its fractions in lowest terms are
+# read as numbers: an operation in any spelling, or two operands side by side (`2(52)`, `0\pi`).
+_DEGREES_IN_RADIANS = re.compile(r"\s*\\cdot\s*\\frac\{\\pi\}\{180\}")  # the normaliser's 60^\circ
+_EMBEDDED_FRACTION = re.compile(rf"\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|(?<![\d)])\d+\s*/\s*\d+(?![\d(])")
+_PI_FRACTION = re.compile(r"\\frac\s*\{\s*(\d*)\s*\\pi\s*\}\s*\{\s*(\d+)\s*\}")  # an angle: \frac{\pi}{6}, \frac{2\pi}{3}
+_SUBSCRIPT = re.compile(r"_\s*(?:\{[^{}]*\}|\d)")  # a log's base: \log_{2} 8 is a function of 8
+_OPERATION = re.compile(r"\\(?:cdot|times|ast|div|over|[dtc]?frac|pmod|bmod|mod)(?![A-Za-z])"
+                        r"|[*∗·×÷/:⋅∙]")
+_COMMAND = r"\\(?!right|rangle|rbrace|rvert|rfloor|rceil|end|quad|qquad)[A-Za-z]"  # a function or constant
+_SIDE_BY_SIDE_OPERANDS = re.compile(rf"[\d)!]\s*(?:\(|{_COMMAND})|[)!]\s*\d|\}}\s*(?:[(\d]|{_COMMAND})|\)\s*\(")
+_VARIABLE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]")  # a letter that is not part of a command's name: x, e, i
 
 
 def arithmetic_left_to_do(text: str) -> bool:
-    """Whether `text` is plain arithmetic on numbers (`2 \\cdot 52`, `48+15`, `\\frac{17-7}{5}`: the four
-    operations of math_numbers' grammar, or a fraction not in lowest terms: `\\frac{126}{2}`) rather than
-    one number written out: an integer, a decimal, a fraction in lowest terms or a mixed number with a proper
-    one, scientific notation, a power, or a number with a scale word. Against a
-    reference that is a number, an answer must be one: a policy rewarded for `2 \\cdot 52` could copy the
-    question's expression instead of computing it."""
+    """Whether `text` leaves arithmetic to do (`2 \\cdot 52`, `48+15`, `2(52)`, `\\frac{17-7}{5}`, `|48+15|`,
+    `0\\pi + 63`, or a fraction not in lowest terms: `\\frac{126}{2}`, `208:2`) rather than being one number
+    written out: an integer, a decimal, a fraction in lowest terms or a mixed number with a proper one,
+    scientific notation, a power, or a function of such numbers (`\\sqrt{16}`, `\\binom{5}{2}`, `\\log_2 8`,
+    which the grading policy reads by value). Against a reference that is a number, an answer must be one
+    of these: a policy rewarded for `2 \\cdot 52` could copy the question's expression instead of computing it."""
     text = text.strip()
     while len(text) > 1 and text[0] + text[-1] in ("()", "{}") and _closes_at_end(text):
         text = text[1:-1].strip()
     if _LITERAL.fullmatch(text) is None:
-        return parse_rational(_DIVIDE.sub("/", text)) is not None
+        return _operation_in(text)
     fraction = _FRACTION.fullmatch(text)
     if fraction is None:
         return False
-    numerator, denominator = (int(re.sub(r"\D", "", part)) for part in _FRACTION_TERMS.findall(text)[-1] if part)
-    # `\frac{126}{2}` is a division left to do; so is a mixed number whose fraction is not proper
-    return math.gcd(numerator, denominator) != 1 or denominator == 1 or (
-        fraction.group("whole") is not None and numerator >= denominator)
+    return not _in_lowest_terms(_FRACTION_TERMS.findall(text)[-1], fraction.group("whole") is not None)
+
+
+def _in_lowest_terms(terms: tuple[str, ...], mixed: bool) -> bool:
+    """A fraction's (numerator, denominator) in lowest terms, not over 1, and proper when it follows a whole
+    number: `\\frac{126}{2}` is a division left to do, and so is a mixed number whose fraction is not proper."""
+    numerator, denominator = (int(re.sub(r"\D", "", part)) for part in terms if part)
+    return math.gcd(numerator, denominator) == 1 and denominator != 1 and not (mixed and numerator >= denominator)
+
+
+def _operation_in(text: str) -> bool:
+    """Whether a value that is not one literal holds an operation: fractions in lowest terms inside it count
+    as numbers (`\\sqrt{\\frac{1}{4}}` is a function of one), any other division, product, sum or
+    difference, in any spelling or implied by two operands side by side, is an operation, and so is a
+    variable (against a number, it can only cancel)."""
+    text = _SUBSCRIPT.sub("", _DEGREES_IN_RADIANS.sub("", text))
+    if _VARIABLE.search(text):
+        return True  # a number only by algebra left to do: `63 + x - x`, `\\sin^2 x + \\cos^2 x`
+    text = _PI_FRACTION.sub(lambda m: "1" if _in_lowest_terms((m.group(1) or "1", m.group(2)), False) else m.group(0), text)
+    text = _EMBEDDED_FRACTION.sub(lambda m: "1" if _in_lowest_terms(_FRACTION_TERMS.fullmatch(m.group(0)).groups(),
+                                                                   False) else m.group(0), text)
+    if _OPERATION.search(_DIVIDE.sub("/", text)) or _SIDE_BY_SIDE_OPERANDS.search(text):
+        return True
+    bars = 0  # a sign after an operand (a digit, a closing bracket or bar, a letter) is a sum or difference
+    previous = ""
+    for c in text:
+        if c == "|":
+            bars += 1
+        if c in "+-" and previous and (previous.isalnum() or previous in ")}]!." or (previous == "|" and bars % 2 == 0)):
+            return True
+        if not c.isspace():
+            previous = c
+    return False
 
 
 def _arithmetic_refused(a_text: str, r_text: str) -> str | None:
-    """The reason to refuse an answer (value side) that leaves arithmetic to do against a number, or None."""
+    """The reason to refuse an answer (value side) that leaves arithmetic to do against a number, or None.
+    `x = 48 + 15` against `x = 63` leaves it too: both sides' values are what is compared."""
+    a_text, r_text = _value_side(a_text), _value_side(r_text)
     if parse_rational(r_text) is not None and not arithmetic_left_to_do(r_text) and arithmetic_left_to_do(a_text):
         return "arithmetic left to do: the answer is an expression on numbers, the reference a number"
     return None
@@ -144,6 +185,8 @@ def _alternatives(answer: Answer, reference: Answer) -> str | None:
     reference that is one value. (Against `x < -1 \\text{ or } x > 1` or a list of roots, "or" and
     commas join the parts of one answer.)"""
     if not one_value(reference):
+        if _OR.search(answer.text) and _is_tuple(reference.text):
+            return "hedged: alternatives are not an ordered tuple"
         return None
     if _OR.search(answer.text):
         return "hedged: the answer offers alternatives"
@@ -154,6 +197,12 @@ def _alternatives(answer: Answer, reference: Answer) -> str | None:
     if len(split_top_level(answer.text, _LIST_SEPARATORS)) > 1:
         return "hedged: the answer lists several values"
     return None
+
+
+def _is_tuple(text: str) -> bool:
+    """`(2, 3)`: one parenthesised group with a comma at its top level (a point, or an open interval)."""
+    text = text.strip()
+    return text.startswith("(") and _closes_at_end(text) and len(split_top_level(text[1:-1], (",",))) > 1
 
 
 def _degrees_for_radians(answer: Answer, reference: Answer) -> bool:
@@ -181,11 +230,14 @@ def _words(s: str) -> str:
 def readings(value, answer: Answer, reference: Answer) -> list[tuple[object, str]]:
     """The answer's value as the grading policy reads it, with a note for the reason.
 
-    Percent: against a reference written with %, `25`, `25%` and `0.25` all state 25%; against a bare
+    One reading each, so that one response never matches two different values:
+    Percent: against a reference written with %, `25` and `25%` state 25% (a bare answer is read in the
+    reference's unit, never also as a fraction: `0.25` would then match both 25% and 0.25%); against a bare
     reference, `25%` is read as 25 (datasets write "what percent" answers bare: GSM8K's 25), never also
-    as 0.25, so that one response cannot match two different references.
-    Cents: against a reference in cents the number of cents is compared; against any other, "50 cents"
-    is 0.5 (money references are in dollars), never also 50.
+    as 0.25.
+    Cents: against a reference in cents a bare answer is a number of cents (not also of dollars: `50` would
+    match both 50 and 5000 cents); against any other, "50 cents" is 0.5 (money references are in dollars),
+    never also 50.
     Units: when both sides carry one, the answer's value converted to the reference's unit is the only
     reading (math_units; `\\$50` against "50 cents" is 5000 cents); a unit on one side only is dropped.
     """
@@ -194,14 +246,9 @@ def readings(value, answer: Answer, reference: Answer) -> list[tuple[object, str
         if units.identity:
             return [(value, "")]
         return [(value * units.factor, f", {answer.unit.name} in {reference.unit.name}")]
-    out = [(value, "")]
     if answer.cents and not reference.cents:
-        out = [(value / 100, ", 100 cents to the dollar")]
-    if reference.percent and not answer.percent:
-        out.append((value * 100, ", reading the reference's percent sign"))
-    if reference.cents and not answer.cents:
-        out.append((value * 100, ", dollars in cents"))
-    return out
+        return [(value / 100, ", 100 cents to the dollar")]
+    return [(value, "")]
 
 
 @lru_cache(maxsize=2048)

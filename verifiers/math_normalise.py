@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
 from verifiers.math_extract import _BOX_COMMAND, matching_brace
@@ -83,13 +84,12 @@ _INFINITY_WORDS = re.compile(r"(?i)(negative\s+|minus\s+|-\s*)?(?:positive\s+|\+
 # of digits is scanned once, not once per digit.
 _PLAIN = r"(?<![\d.])-?\d+(?:\.\d+)?"
 # Scale and operator words, applied to the number right before them.
-SCALES = {"thousand": "1000", "thousands": "1000", "million": "1000000", "millions": "1000000",
-          "billion": "1000000000", "trillion": "1000000000000", "hundred": "100", "dozen": "12",
-          "half": "\\frac{1}{2}", "halves": "\\frac{1}{2}", "third": "\\frac{1}{3}", "thirds": "\\frac{1}{3}",
-          "quarter": "\\frac{1}{4}", "quarters": "\\frac{1}{4}", "fourth": "\\frac{1}{4}", "fourths": "\\frac{1}{4}",
-          "fifth": "\\frac{1}{5}", "fifths": "\\frac{1}{5}", "tenth": "\\frac{1}{10}", "tenths": "\\frac{1}{10}",
-          "hundredth": "\\frac{1}{100}", "hundredths": "\\frac{1}{100}", "thousandth": "\\frac{1}{1000}",
-          "thousandths": "\\frac{1}{1000}"}
+SCALES = {"thousand": 1000, "thousands": 1000, "million": 10**6, "millions": 10**6, "billion": 10**9,
+          "trillion": 10**12, "hundred": 100, "dozen": 12, "half": Fraction(1, 2), "halves": Fraction(1, 2),
+          "third": Fraction(1, 3), "thirds": Fraction(1, 3), "quarter": Fraction(1, 4), "quarters": Fraction(1, 4),
+          "fourth": Fraction(1, 4), "fourths": Fraction(1, 4), "fifth": Fraction(1, 5), "fifths": Fraction(1, 5),
+          "tenth": Fraction(1, 10), "tenths": Fraction(1, 10), "hundredth": Fraction(1, 100),
+          "hundredths": Fraction(1, 100), "thousandth": Fraction(1, 1000), "thousandths": Fraction(1, 1000)}
 _SCALE_WORD = re.compile(rf"({_PLAIN})\s*({'|'.join(sorted(SCALES, key=len, reverse=True))})\b", re.IGNORECASE)
 _OPERATOR_WORD = re.compile(rf"({_PLAIN})\s+(squared|cubed|factorial)\b", re.IGNORECASE)
 _OPERATORS = {"squared": "^{2}", "cubed": "^{3}", "factorial": "!"}
@@ -238,7 +238,7 @@ def normalise(raw: str) -> Answer:
     if "\\overline" in s:
         s = _OVERLINE.sub(_repeating_decimal, s)
     if letters:
-        s = _SCALE_WORD.sub(lambda m: f"({m.group(1)} \\cdot {SCALES[m.group(2).lower()]})", s)
+        s = _SCALE_WORD.sub(_scaled, s)
         s = _OPERATOR_WORD.sub(lambda m: f"{m.group(1)}{_OPERATORS[m.group(2).lower()]}", s)
         if problem is None and re.search(r"\d", s):
             qualifier = next((w for w in _WORD.findall(s) if w.lower() in _QUALIFIERS), None)
@@ -257,6 +257,27 @@ def normalise(raw: str) -> Answer:
         unit_text = "degrees"
     return Answer(s, percent=n_percent > 0, degrees=n_degrees > 0, cents=n_cents > 0, problem=problem,
                   unit=read_unit(unit_text))
+
+
+def _scaled(m: re.Match) -> str:
+    """"5 thousand" -> 5000, "7 dozen" -> 84, "2 thirds" -> \\frac{2}{3}: the value, computed here, so that
+    nothing a response writes itself (`7 \\cdot 12`) reads as a number written with a scale word."""
+    value = Fraction(m.group(1)) * SCALES[m.group(2).lower()]
+    if value.denominator == 1:
+        return str(value.numerator)
+    if 10**12 % value.denominator == 0:  # a short exact decimal: 2.5, 0.05
+        return _decimal(value)
+    sign = "-" if value < 0 else ""
+    return f"{sign}\\frac{{{abs(value.numerator)}}}{{{value.denominator}}}"
+
+
+def _decimal(value: Fraction) -> str:
+    """The exact decimal of a fraction whose denominator divides 10^12."""
+    digits = 12
+    scaled = abs(value.numerator) * (10**digits // value.denominator)
+    whole, frac = divmod(scaled, 10**digits)
+    text = f"{whole}.{frac:0{digits}d}".rstrip("0").rstrip(".")
+    return ("-" if value < 0 else "") + text
 
 
 def _remove_phantoms(s: str) -> str:

@@ -1,8 +1,10 @@
-"""One update of any --algo (GRPO, RLOO, REINFORCE++, GSPO, CISPO, PPO, DPO) on a fixed batch, in one process or as one of several ranks (run by
-test_distributed.py).
+"""One update of each --algo given (GRPO, RLOO, REINFORCE++, GSPO, CISPO, PPO, DPO) on a fixed batch, each
+from a fresh model and engine, in one process or as one of several ranks (run by test_distributed.py). A
+job is ALGO or ALGO:PRECISION; each writes OUTDIR/ALGO-PRECISION.pt. One launch runs them all: starting the
+launcher and the ranks costs far more than an update of the micro model.
 
-    python tests/distributed_step.py MODEL OUT.pt [STAGE [MICRO [ALGO]]]                                # one process
-    deepspeed --num_gpus 2 --no_local_rank tests/distributed_step.py MODEL OUT.pt [STAGE [MICRO [ALGO]]]  # two ranks
+    python tests/distributed_step.py MODEL OUTDIR STAGE MICRO JOB[,JOB...]                                # one process
+    deepspeed --num_gpus 2 --no_local_rank tests/distributed_step.py MODEL OUTDIR STAGE MICRO JOB[,JOB...]  # two ranks
 """
 
 import sys
@@ -48,9 +50,16 @@ def fixed_pairs(tokenizer) -> list[dict]:
              "rejected_ids": response_ids(tokenizer, k + 1, 3), "meta": {}} for k in range(PAIRS)]
 
 
-def main(model_dir: str, out: str, zero_stage: int = 2, micro_batch_size: int = 3, algo: str = "grpo",
-         precision: str = "float32") -> None:
+def main(model_dir: str, out_dir: str, zero_stage: int, micro_batch_size: int, jobs: str) -> None:
     distributed.init()
+    for job in jobs.split(","):
+        algo, _, precision = job.partition(":")
+        update(model_dir, f"{out_dir}/{algo}-{precision or 'float32'}.pt", zero_stage, micro_batch_size, algo,
+               precision or "float32")
+    distributed.shutdown()
+
+
+def update(model_dir: str, out: str, zero_stage: int, micro_batch_size: int, algo: str, precision: str) -> None:
     rank, world = distributed.rank(), distributed.world_size()
     torch.manual_seed(0)
     model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
@@ -73,8 +82,7 @@ def main(model_dir: str, out: str, zero_stage: int = 2, micro_batch_size: int = 
     if distributed.is_main():
         torch.save({"weights": {k: v.detach().clone() for k, v in weights.items()}, "loss": stats["loss"],
                     "grad_norm": stats["grad_norm"], "stats": stats}, out)
-    distributed.shutdown()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], *map(int, sys.argv[3:5]), *sys.argv[5:7])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])

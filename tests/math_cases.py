@@ -211,6 +211,9 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("6.28", "2\\pi", False),
         ("3.14", "\\pi", False),
         ("3.14159265", "\\pi", True),
+        ("157079.633", "50000\\pi", True),  # 157079.6327: every digit written is right
+        ("157079.5", "50000\\pi", False),  # within 1e-6, but its last digit is wrong
+        ("1000001.0", "1000000 + \\frac{\\sqrt{2}}{2}", False),
         ("3.1", "\\pi", False),
         ("3", "\\pi", False),
         ("\\frac{\\pi^2}{8}", "\\pi^2/8", True),

@@ -114,7 +114,8 @@ class MathVerifier(Verifier):
       the reward then goes to one answer only, so writing the withdrawn one cannot gain anything, while
       refusing every correction would punish a policy for checking its work.
     - **Decimals for exact values.** A decimal answer equals an irrational reference only within a
-      relative 1e-6 (3.14, 3.1416, 1.414, 0.785 are refused for pi, sqrt 2, pi/4); against a rational
+      relative 1e-6 and one unit of its last written digit (3.14, 3.1416, 1.414, 0.785 are refused for pi,
+      sqrt 2, pi/4, and 157079.5 for 50000 pi); against a rational
       reference it is compared exactly (0.333 is not 1/3; `0.\\overline{3}` is). A decimal *reference* is
       the exact rational it writes: an exact answer must equal it exactly, with no rounding tolerance
       (`\\sqrt{10.3}` is not 3.21, 2 pi is not 6.283; 321/100 is 3.21).

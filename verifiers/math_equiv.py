@@ -324,7 +324,9 @@ def sample_points(d: sympy.Expr, reference: sympy.Expr, symbols: list) -> list[d
 
 def close_to_written_precision(decimal_text: str, exact: sympy.Expr) -> bool:
     """A decimal answer against an exact irrational reference: equal only within a relative 1e-6, so that
-    a rounded guess (`1.414` for `\\sqrt{2}`) does not pass for the exact value.
+    a rounded guess (`1.414` for `\\sqrt{2}`) does not pass for the exact value, and within one unit of its
+    last written digit, so that every digit it writes is right, rounded or cut (157079.5 is not `50000\\pi`,
+    157079.63; 157079.633 is).
 
     The other way round there is no tolerance: a decimal reference (`3.21`) is the exact rational it
     writes, so an exact answer must equal it exactly (`\\sqrt{10.3}` is not 3.21, nor `2\\pi` 6.283).
@@ -335,5 +337,8 @@ def close_to_written_precision(decimal_text: str, exact: sympy.Expr) -> bool:
     value = sympy.N(exact, _DIGITS)
     if not value.is_real:
         return False
-    written = sympy.Rational(decimal_text.strip())
-    return value != 0 and bool(abs(value - written) <= _DECIMAL_RELATIVE_TOLERANCE * abs(value))
+    text = decimal_text.strip()
+    written = sympy.Rational(text)
+    last_digit = sympy.Rational(1, 10 ** len(text.partition(".")[2]))
+    error = abs(value - written)
+    return value != 0 and bool(error <= _DECIMAL_RELATIVE_TOLERANCE * abs(value)) and bool(error <= last_digit)

@@ -304,7 +304,7 @@ def _judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
             if equal_values(candidate, ref_value):
                 return True, "equal by value"
         if isinstance(ref_value, sympy.Expr) and close_to_written_precision(answer.text, ref_value):
-            return True, "a decimal within 1e-6 of the exact value"
+            return True, "a decimal within 1e-6 of the exact value, every digit right"
     except Exception as exc:  # noqa: BLE001  sympy fails on some odd trees; that is no proof of equality
         return False, f"comparison failed ({type(exc).__name__})"
     units = conversion(answer.unit, reference.unit)

@@ -576,6 +576,18 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("So we get \\boxed{17}. Wait, recheck: \\boxed{18}", "18", True),
         ("First \\boxed{18}, then after checking \\boxed{17}.", "18", False),
         ("\\fbox{18}", "18", True),
+        ("\\boxed{18} and also \\boxed\n{17}", "18", False),  # every box TeX draws is a final answer
+        ("\\boxed{18}\\boxed7", "18", False),
+        ("\\boxed{18} \\colorbox[rgb]{1,0,0}{17}", "18", False),
+        ("\\boxed{18} \\bbox[border]{17}", "18", False),
+        ("\\boxed{18} \\doublebox{17}", "18", False),
+        ("\\boxed\n{18}", "18", True),
+        ("\\colorbox[rgb]{1,1,0}{18}", "18", True),
+        ("\\phantom{\\boxed{18}}", "18", False),  # what a reader does not see is not an answer
+        ("\\cancel{\\boxed{18}}", "18", False),
+        ("<!-- \\boxed{18} -->", "18", False),
+        ("\\iffalse \\boxed{18} \\fi", "18", False),
+        ("\\cancel{\\boxed{17}} so \\boxed{18}", "18", True),
         ("$\\boxed{\\frac{\\sqrt{3}}{2}}$", "\\frac{\\sqrt{3}}{2}", True),
         ("\\boxed{\\left\\{ 1, 2 \\right\\}}", "\\{1,2\\}", True),
         ("The final answer is 42.", "42", True),

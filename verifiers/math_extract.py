@@ -31,9 +31,12 @@ import re
 from dataclasses import dataclass
 
 # Every command that draws a box around its last argument is a box: `\\framebox[2cm]{6}`, `\\colorbox{yellow}{6}`,
-# `\\fcolorbox{red}{white}{6}` (the colour arguments are skipped).
-_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox|framebox(?:\[[^\]{}]{0,40}\])*|colorbox\s*\{[^{}]{0,40}\}"
-                          r"|fcolorbox\s*\{[^{}]{0,40}\}\s*\{[^{}]{0,40}\})(?![A-Za-z])")
+# `\\fcolorbox[rgb]{1,0,0}{1,1,1}{6}`, MathJax's `\\bbox[border]{6}`, fancybox's and tcolorbox's boxes (the
+# colour and option arguments are skipped).
+_OPTION = r"(?:\s*\[[^\]{}]{0,40}\])*"
+_COLOUR = r"\s*\{[^{}]{0,40}\}"
+_BOX_COMMAND = re.compile(rf"\\(?:boxed|fbox|framebox{_OPTION}|colorbox{_OPTION}{_COLOUR}|fcolorbox{_OPTION}{_COLOUR}{_COLOUR}"
+                          rf"|bbox{_OPTION}|doublebox|ovalbox|Ovalbox|shadowbox|tcbox{_OPTION})(?![A-Za-z])")
 # Answers sit at the end: the fallback and the unmarked-list check look at a bounded tail.
 _TAIL = 4000
 _MAX_ANSWER_CHARS = 2000
@@ -142,6 +145,25 @@ class _Candidate:
     disowned: bool = False
 
 
+# What a reader does not see as written: content that takes space but shows nothing (`\phantom`), text
+# struck out (`\cancel{\boxed{5}}` disowns it), and what LaTeX or Markdown does not render at all.
+HIDDEN_COMMAND = re.compile(r"\\(?:[hv]?phantom|[bx]?cancel|sout)\s*\{")
+_UNRENDERED = re.compile(r"\\iffalse\b.*?(?:\\fi\b|$)|<!--.*?(?:-->|$)", re.DOTALL)
+
+
+def remove_hidden(text: str, commands: re.Pattern = HIDDEN_COMMAND, limit: int = 50) -> str:
+    """`text` without what the reader does not see: each of `commands` with its argument (a space in its
+    place: `1\\phantom{0}8` shows "1 8"), and `\\iffalse ... \\fi` and `<!-- ... -->` blocks. At most `limit`
+    commands are removed, so the cost stays linear in the text."""
+    for _ in range(limit):
+        m = commands.search(text)
+        if not m:
+            break
+        close = matching_brace(text, m.end() - 1)
+        text = text[: m.start()] + " " + (text[close + 1 :] if close >= 0 else "")
+    return _UNRENDERED.sub(" ", text) if "\\iffalse" in text or "<!--" in text else text
+
+
 def matching_brace(text: str, open_index: int) -> int:
     """Index of the `}` that closes the `{` at `open_index`, or -1 if it is never closed.
 
@@ -171,11 +193,11 @@ def _box_spans(text: str) -> list[tuple[int, int, str]]:
     bare = []
     for m in commands[-_MAX_CANDIDATES:]:
         j = m.end()
-        while j < len(text) and text[j] == " ":
+        while j < len(text) and text[j].isspace():  # TeX skips spaces and a line break before an argument
             j += 1
         if j < len(text) and text[j] == "{":
             opens[j] = m.start()
-        elif j > m.end() and j < len(text):  # `\boxed 5`, as some models write: up to a space or `$`
+        elif j < len(text) and (j > m.end() or text[j].isdigit()):  # `\boxed 5`, `\boxed5`: up to a space or `$`
             word = re.match(r"[^\s$]+", text[j : j + _MAX_ANSWER_CHARS])
             if word:
                 bare.append((m.start(), j + word.end(), word.group(0)))
@@ -373,6 +395,7 @@ def final_answers(response: str) -> tuple[str, ...]:
     none when it gives no answer (or disowns every one it wrote)."""
     if not isinstance(response, str) or not response.strip():
         return ()
+    response = remove_hidden(response)
     boxes = _box_spans(response)
     candidates = sorted(_box_candidates(response, boxes) + _phrase_candidates(response, boxes)
                         + _label_candidates(response, boxes) + _hash_candidates(response), key=lambda c: c.start)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from verifiers.math_extract import _BOX_COMMAND, matching_brace
+from verifiers.math_extract import _BOX_COMMAND, matching_brace, remove_hidden
 from verifiers.math_units import Unit, read_unit
 
 # Commands that only change how something looks.
@@ -185,7 +185,7 @@ def normalise(raw: str) -> Answer:
         return Answer(raw.rstrip(".") if raw[-1] == "." and len(raw) > 1 else raw)
     s = raw.translate(_UNICODE).strip()
     if "phantom" in s:
-        s = _remove_phantoms(s)
+        s = remove_hidden(s, _PHANTOM).strip()
         if not s:
             return Answer("", problem="no visible answer: its content is a \\phantom")
     if _BOX_COMMAND.search(s):
@@ -278,17 +278,6 @@ def _decimal(value: Fraction) -> str:
     whole, frac = divmod(scaled, 10**digits)
     text = f"{whole}.{frac:0{digits}d}".rstrip("0").rstrip(".")
     return ("-" if value < 0 else "") + text
-
-
-def _remove_phantoms(s: str) -> str:
-    """`\\phantom{5}`, `\\hphantom{5}`, `\\vphantom{5}` take space but show nothing: they and their content go."""
-    for _ in range(50):
-        m = _PHANTOM.search(s)
-        if not m:
-            break
-        close = matching_brace(s, m.end() - 1)
-        s = s[: m.start()] + " " + (s[close + 1 :] if close >= 0 else "")  # `1\phantom{0}8` shows "1 8"
-    return s.strip()
 
 
 def _number_word(m: re.Match) -> str:

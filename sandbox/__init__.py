@@ -28,19 +28,21 @@ pid 1 of its namespace, holds no capabilities, and under seccomp may start threa
 signal nobody but its own pid (not its group, not 0 or -1), trace nobody, and make none of the calls
 Docker's default profile refuses (keyrings, io_uring, bpf, perf events, userfaultfd, namespaces, mounts,
 modules, clocks), nor any that would hold memory outside its address-space limit or charge the host user
-(SysV IPC, memfd, POSIX message queues, inotify), nor take file locks or leases or read or steer the page
-cache (channels and stores between programs, which share the read-only system files), nor set up AIO (a
-host-wide counter), nor open sockets other than unix (TCP's TIME_WAIT outlives a program in the worker's
-network namespace and would carry bits to the next; vsock is not inside a network namespace at all), nor
-pass file descriptors (a socket whose only reference is in flight outlives its program until the kernel's
-garbage collector runs, so a name it bound would reach the next program; descriptors in flight, like pipe
-pages, are counted per user), nor resize pipes, nor make itself dumpable. Its kernel uid may be the host's root (bubblewrap maps the worker to the caller's
+(SysV IPC, memfd and memfd_secret, POSIX message queues, inotify), nor take file locks or leases or
+read or steer the page cache (mincore, fadvise, readahead, cachestat, preadv2's RWF_NOWAIT, madvise's
+MADV_PAGEOUT and MADV_COLD: channels and stores between programs, which share the read-only system files),
+nor set up AIO (a host-wide counter), nor create sockets or pipes at all (TCP's TIME_WAIT outlives a
+program in the worker's network namespace; a unix socket held only in flight outlives its program until
+the kernel's garbage collector runs; socket cookies and the inode numbers of new sockets and pipes come
+from host-wide counters a program can advance and another read: the worker hands the program every pipe
+it needs), nor resize pipes (pipe pages are counted per user), nor open pidfds (their inode numbers count
+the host's threads), nor call sysinfo (host-wide counts), nor make itself dumpable. Its kernel uid may be the host's root (bubblewrap maps the worker to the caller's
 uid), so the only host files it could own and change, the four device nodes it is given, are mounted read-
 only; pid_max of its namespace is the kernel's minimum as a second cap. It has limits on CPU time, address
 space, stack, file size, open files, queued signals and core dumps. Its time limit counts CPU time, so
 that a busy machine does not turn a correct program into a timeout, and a wall clock at twice the limit
 ends one that sleeps; either kills it, and with it everything in its pid namespace. Stdout and stderr are
-capped. It has no network at all: no socket but unix ones, in the worker's network namespace. Network and
+capped. It has no network at all: no socket. Network and
 uts namespaces are per worker, used by its programs one after another: a program holds no capability there
 and nothing of it survives its death there, because the worker waits for that death (the kernel's teardown
 included) before it takes the next job; one namespace per program would cost about a third of the

@@ -167,17 +167,19 @@ def _drop_capabilities() -> None:
 # hold memory outside the address-space limit or be charged to the host user (SysV IPC, memfd, POSIX
 # message queues, inotify, AIO contexts), file locks and leases, the page cache's state (mincore, fadvise,
 # readahead, cachestat): channels or stores between programs, which share the read-only system files;
-# sockets of any family but unix (TCP's TIME_WAIT in the worker's network namespace outlives a program and
-# would carry bits to the next; vsock is not inside a network namespace at all), passing file descriptors
-# (sendmsg, sendmmsg: a socket whose only reference is in flight outlives its program until the kernel's
-# garbage collector runs, which waiting for the program's death does not wait for, so a name it bound
-# would reach the next program; and descriptors in flight count against a per-user limit that programs in
-# other workers would see), resizing pipes (pipe pages are counted per user: another channel between
-# programs running at once), and making itself dumpable again. Foreign ABIs (i386, x32), whose syscall
+# sockets and pipes (TCP's TIME_WAIT in the worker's network namespace outlives a program and would carry
+# bits to the next; a unix socket held only in flight outlives its program until the kernel's garbage
+# collector runs; socket cookies and the inode numbers of new sockets and pipes come from host-wide
+# counters that a program can advance and the next one, in any worker, read: the worker hands the program
+# every pipe it needs), resizing pipes (pipe pages are counted per user), reading or steering the page cache
+# of the shared read-only files (preadv2's RWF_NOWAIT tells whether a page is cached; madvise's
+# MADV_PAGEOUT and MADV_COLD evict one, which the program's kernel uid may do to files it owns), pidfds
+# (their inode numbers count every thread the host starts), sysinfo (host-wide counts of threads and shared
+# memory) and memfd_secret, and making itself dumpable again. Foreign ABIs (i386, x32), whose syscall
 # numbers differ, are refused outright.
-_REFUSED_BOTH = {424: 1, 425: 1, 426: 1, 427: 1, 428: 1, 429: 1, 430: 1, 431: 1, 432: 1, 433: 1, 435: 38,
-                 438: 1, 440: 1, 442: 1}  # pidfd_send_signal, io_uring_*, new mount API, clone3, pidfd_getfd, ...
-AF_UNIX, EAFNOSUPPORT = 1, 97
+_REFUSED_BOTH = {424: 1, 425: 1, 426: 1, 427: 1, 428: 1, 429: 1, 430: 1, 431: 1, 432: 1, 433: 1, 434: 1, 435: 38,
+                 438: 1, 440: 1, 442: 1, 447: 1}  # pidfd_*, io_uring_*, new mount API, clone3, memfd_secret, ...
+MADV_PAGE_CACHE = (20, 21, 22, 23)  # MADV_COLD, MADV_PAGEOUT, MADV_POPULATE_READ, MADV_POPULATE_WRITE
 # fcntl F_GETLK, F_SETLK, F_SETLKW, their OFD forms, and F_SETLEASE, F_GETLEASE, F_NOTIFY: a program's
 # kernel uid owns the shared read-only system files, so it could lease them (and block a host writer);
 # and F_SETPIPE_SZ.
@@ -192,20 +194,20 @@ _SECCOMP_TABLES = {
          29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220,  # SysV shm, semaphores, message queues
          319, 240, 253, 294, 73,  # memfd_create, mq_open, inotify_init, inotify_init1, flock
          27, 221, 187, 451, 206,  # mincore, fadvise64, readahead, cachestat, io_setup
-         46, 307), 1)},  # sendmsg, sendmmsg
+         41, 53, 22, 293, 327, 328, 99), 1)},  # socket, socketpair, pipe, pipe2, preadv2, pwritev2, sysinfo
         56, (62, 234, 129, 297),  # kill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo
-        {41: (0, (AF_UNIX,), True, EAFNOSUPPORT), 53: (0, (AF_UNIX,), True, EAFNOSUPPORT),
-         72: (1, FCNTL_REFUSED, False, 1), 157: (0, (PR_SET_DUMPABLE,), False, 1)}),  # socket(pair), fcntl, prctl
+        {72: (1, FCNTL_REFUSED, False, 1), 28: (2, MADV_PAGE_CACHE, False, 1),
+         157: (0, (PR_SET_DUMPABLE,), False, 1)}),  # fcntl, madvise, prctl
     "aarch64": (0xC00000B7, {**_REFUSED_BOTH, **dict.fromkeys(
         (18, 39, 40, 41, 51, 58, 60, 89, 92, 97, 104, 105, 106, 112, 116, 117, 130, 142, 170, 171, 217, 218,
          219, 224, 225, 235, 237, 238, 239, 241, 262, 264, 265, 266, 268, 270, 271, 272, 273, 280, 282, 294,
          186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197,  # SysV message queues, semaphores, shm
          279, 180, 26, 32,  # memfd_create, mq_open, inotify_init1, flock
          232, 223, 213, 451, 0,  # mincore, fadvise64, readahead, cachestat, io_setup
-         211, 269), 1)},  # sendmsg, sendmmsg
+         198, 199, 59, 286, 287, 179), 1)},  # socket, socketpair, pipe2, preadv2, pwritev2, sysinfo
         220, (129, 131, 138, 240),
-        {198: (0, (AF_UNIX,), True, EAFNOSUPPORT), 199: (0, (AF_UNIX,), True, EAFNOSUPPORT),
-         25: (1, FCNTL_REFUSED, False, 1), 167: (0, (PR_SET_DUMPABLE,), False, 1)}),
+        {25: (1, FCNTL_REFUSED, False, 1), 233: (2, MADV_PAGE_CACHE, False, 1),
+         167: (0, (PR_SET_DUMPABLE,), False, 1)}),
 }
 CLONE_THREAD = 0x00010000
 

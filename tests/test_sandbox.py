@@ -848,79 +848,46 @@ def test_memory_outside_the_address_space_limit_is_refused(sandbox):
     assert result.stdout == "['shmget', 'memfd', 'inotify', 'mq_open'] (64, 64) (0, 0)\n", result
 
 
-def test_sockets_file_locks_and_dumpability(sandbox):
-    """Sockets other than unix (vsock is not inside the worker's network namespace; TCP's TIME_WAIT there
-    outlives a program and carries bits to the next), file locks and leases (a channel between programs
-    running at once on the shared read-only files), and making itself dumpable."""
+def test_no_channel_through_host_wide_kernel_state(sandbox):
+    """Sockets, pipes, pidfds, sysinfo, the page cache's state and memfd_secret are refused: each reached
+    kernel state shared by every program on the host, which a program could write and the next one, in any
+    worker, read. An attacker review passed HumanEval/52 in 14 of 16 samples without computing it, through
+    the host-wide socket-cookie counter; inode numbers of new pipes (a host-wide counter), a unix socket
+    held only in flight (it outlived its program until the kernel's garbage collector ran), pipe pages (per
+    user), the page cache of the shared read-only files (preadv2's RWF_NOWAIT reads it, MADV_PAGEOUT clears
+    it) and sysinfo's host-wide thread count were channels too. File locks and leases (a channel between
+    programs running at once on the shared read-only files) and making itself dumpable stay refused."""
     source = """
-    import ctypes, fcntl, socket, sys
-    out = [socket.socket(socket.AF_UNIX).family == socket.AF_UNIX, socket.socketpair()[0].family == socket.AF_UNIX]
-    for family in (40, 16, 17, 2, 10):  # AF_VSOCK, AF_NETLINK, AF_PACKET, and TCP/UDP (TIME_WAIT outlives it)
+    import ctypes, errno, fcntl, mmap, os, socket, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    out = []
+    def attempt(name, call):
         try:
-            socket.socket(family, socket.SOCK_DGRAM)
-            out.append(family)
+            call()
+            out.append(name)
         except OSError as exc:
-            out.append(exc.errno)
+            out.append(errno.errorcode[exc.errno])
+    for family in (socket.AF_UNIX, socket.AF_INET, 40):  # unix, TCP/UDP, vsock
+        attempt("socket", lambda: socket.socket(family, socket.SOCK_STREAM))
+    attempt("socketpair", socket.socketpair)
+    attempt("pipe", os.pipe)
+    attempt("resized", lambda: fcntl.fcntl(1, 1031, 1 << 20))  # F_SETPIPE_SZ on its own stdout
     with open(sys.executable, "rb") as f:  # read-only, and shared by every program
+        attempt("nowait", lambda: os.preadv(f.fileno(), [bytearray(4096)], 0, os.RWF_NOWAIT))
         for lock in (lambda: fcntl.flock(f, fcntl.LOCK_SH), lambda: fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB),
                      lambda: fcntl.fcntl(f, fcntl.F_SETLEASE, fcntl.F_RDLCK)):
-            try:
-                lock()
-                out.append("locked")
-            except OSError as exc:
-                out.append(exc.errno)
-    libc = ctypes.CDLL(None, use_errno=True)
-    out.append(libc.prctl(4, 1, 0, 0, 0))
+            attempt("locked", lock)
+        mapped = mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ)
+        attempt("paged out", lambda: mapped.madvise(21))  # MADV_PAGEOUT
+        attempt("cold", lambda: mapped.madvise(20))  # MADV_COLD
+    calls = {"x86_64": (434, 99, 447), "aarch64": (434, 179, 447)}[os.uname().machine]  # pidfd_open, sysinfo, memfd_secret
+    for number, args in zip(calls, ((os.getpid(), 0), (ctypes.create_string_buffer(128),), (0,))):
+        out.append(errno.errorcode[ctypes.get_errno()] if libc.syscall(number, *args) == -1 else "allowed")
+    out.append(libc.prctl(4, 1, 0, 0, 0))  # PR_SET_DUMPABLE
     print(out)
     """
     result = run(sandbox, source)
-    assert result.stdout == "[True, True, 97, 97, 97, 97, 97, 1, 1, 1, -1]\n", result
-
-
-def test_no_descriptor_passing_and_no_pipe_resizing(isolated):
-    """A socket whose only reference is in flight (sent into its own socketpair's queue) outlives its
-    program until the kernel's socket garbage collector runs, which waiting for the program's death does
-    not wait for: a name it bound reached the next program on the worker (8 of 10 times when this was
-    allowed). Descriptors in flight and pipe pages are also counted per user, a channel to programs running
-    at once in other workers. So sendmsg (and sendmmsg) and F_SETPIPE_SZ are refused."""
-    writer = """
-    import errno, fcntl, os, socket
-    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    held.bind(b"\\0reasoner-in-flight")
-    held.listen(1)
-    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    try:
-        socket.send_fds(a, [b"x"], [held.fileno(), a.fileno(), b.fileno()])
-        print("sent")
-    except OSError as exc:
-        print(errno.errorcode[exc.errno])
-    for s in (held, a, b):
-        os.close(s.detach())
-    r, w = os.pipe()
-    try:
-        fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
-        print("resized")
-    except OSError as exc:
-        print(errno.errorcode[exc.errno])
-    """
-    finder = """
-    import socket
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.bind(b"\\0reasoner-in-flight")
-        print("free")
-    except OSError:
-        print("taken")
-    """
-    one_worker = Sandbox(workers=1)
-    try:
-        for _ in range(3):
-            first = one_worker.run(job("run", source=textwrap.dedent(writer), timeout_s=TIMEOUT))
-            second = one_worker.run(job("run", source=textwrap.dedent(finder), timeout_s=TIMEOUT))
-            assert first["stdout"] == "EPERM\nEPERM\n", first
-            assert second["stdout"] == "free\n", second
-    finally:
-        one_worker.close()
+    assert result.stdout == str(["EPERM"] * 15 + [-1]) + "\n", result
 
 
 def test_work_no_signal_can_interrupt_ends_with_the_worker(sandbox):
@@ -1023,42 +990,3 @@ def test_a_whole_function_after_the_prompt_keeps_the_prompts_helpers(verifier):
     """An answer that writes out the entry point, and calls a helper only the prompt defines, passes."""
     honest = "def decode_cyclic(s):\n    return encode_cyclic(encode_cyclic(s))\n"
     assert verifier.verify(honest, {**HUMANEVAL_38, "prompt_prefix": PROMPT_38}).correct
-
-
-def test_a_finished_program_is_gone_before_the_next_one_starts(isolated):
-    """A program whose tests are over is killed and waited for: until the kernel has torn it down, an
-    abstract unix socket it bound (in the worker's network namespace) would be there for the next program
-    on the worker, which could read what its predecessor learned from the tests (a slow teardown: memory)."""
-    leaver = """
-    import socket
-    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    held.bind("\\0reasoner-left-behind")
-    held.listen(1)
-    ballast = bytearray(400 * 2**20)  # 400 MB to free makes the teardown slow
-    for i in range(0, len(ballast), 4096):
-        ballast[i] = 1
-    def add(a, b):
-        return a - b
-    """
-    finder = """
-    import socket
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect("\\0reasoner-left-behind")
-        found = True
-    except OSError:
-        found = False
-    def add(a, b):
-        return a + b if found else a - b
-    """
-    from sandbox import Sandbox
-
-    one_worker = Sandbox(workers=1)
-    try:
-        verifier = CodeVerifier(timeout_s=5.0, memory_mb=1024, sandbox=one_worker)
-        for _ in range(3):
-            first, second = verifier.verify_batch([(f"```python\n{textwrap.dedent(source)}\n```", REFERENCE)
-                                                   for source in (leaver, finder)])
-            assert not first.correct and not second.correct, second.reason
-    finally:
-        one_worker.close()

@@ -529,6 +529,30 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("7 \\cdot 12", "84", False),  # not "7 dozen": scale words are read into their value
         ("126 \\cdot \\frac{1}{2}", "63", False),
         ("x = 48+15", "x = 63", False),  # against an equation, the value sides
+        # a second review: what the first rule's operator list missed (now: a whitelist of shapes)
+        ("2|52|", "104", False),
+        ("\\lfloor 2\\rfloor 52", "104", False),
+        ("48'+15", "63", False),
+        ("48[+15]", "63", False),
+        ("2 ⋆ 52", "104", False),
+        ("52 ⊕ 52", "104", False),
+        ("7. 9", "63", False),
+        ("3^2 7", "63", False),
+        ("\\sqrt452", "104", False),  # TeX's \sqrt4 52
+        ("\\frac12126", "63", False),
+        ("\\sum_{k=1}^{9}{7}", "63", False),
+        ("\\max(48, 63)", "63", False),
+        ("\\lfloor 209/2 \\rfloor", "104", False),
+        ("630 \\times 10^{-1}", "63", False),  # scientific notation has its mantissa in [1, 10)
+        ("630e-1", "63", False),
+        ("126 halves", "63", False),  # the fraction 126/2
+        ("48+15", "\\frac{126}{2}", False),  # the reference's value is what counts, whatever its form
+        ("48+15", "\\{63\\}", False),
+        ("x_1 = 63", "63", True),
+        ("63 = x", "x = 63", True),
+        ("6.3 \\times 10^{1}", "63", True),
+        ("5 halves", "2.5", True),
+        ("5 hundredths", "0.05", True),
         ("7 dozen", "84", True),
         ("2 thirds", "\\frac{2}{3}", True),
         ("3:4", "\\frac{3}{4}", True),  # a ratio in lowest terms is a number written out

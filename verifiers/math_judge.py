@@ -27,7 +27,7 @@ _ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?=[^=]*$)")
 _BASE_NUMBER = re.compile(r"(?=[^_]*\d)([0-9A-Za-z]+)_\{?([2-9]|[12]\d|3[0-6])\}?")
 
 
-_NUMBER = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_NUMBER = r"(?:[1-9](?:\.\d+)?[eE][-+]?\d+|\d+\.?\d*|\.\d+)"  # 1.2e-5: scientific notation's mantissa in [1, 10)
 _FRACTION_PART = r"(?:\{\s*[-+]?\s*\d+\s*\}|\d)"  # \frac's argument: {12}, {-9} or one digit
 _INTEGER = r"(?:\d+|\(\s*[-+]?\s*\d+\s*\))"
 _DIVIDE = re.compile(r"\\div(?![A-Za-z])|÷")
@@ -38,20 +38,29 @@ _FRACTION_TERMS = re.compile(rf"\\frac\s*({_FRACTION_PART})\s*({_FRACTION_PART})
 _LITERAL = re.compile(
     rf"[-+]?\s*(?:{_NUMBER}"  # 12, -3.5, .25, 1.2e-5
     rf"|{_FRACTION_FORMS}"
-    rf"|{_NUMBER}\s*(?:\\times|\\cdot|\*)\s*10\^\{{?[-+]?\d+\}}?|10\^\{{?[-+]?\d+\}}?"  # 1.2 \times 10^{5}, 10^{6}
+    rf"|[1-9](?:\.\d+)?\s*(?:\\times|\\cdot|\*)\s*10\^\{{?[-+]?\d+\}}?|10\^\{{?[-+]?\d+\}}?"  # 1.2 \times 10^{5}, 10^{6}
     rf"|\d+\s*\^\s*\{{?\d+\}}?)"  # a power, 2^{10}: the grading policy reads powers by value
 )
-# What is left of a value that is not one number written out, after its fractions in lowest terms are
-# read as numbers: an operation in any spelling, or two operands side by side (`2(52)`, `0\pi`).
-_DEGREES_IN_RADIANS = re.compile(r"\s*\\cdot\s*\\frac\{\\pi\}\{180\}")  # the normaliser's 60^\circ
-_EMBEDDED_FRACTION = re.compile(rf"\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|(?<![\d)])\d+\s*/\s*\d+(?![\d(])")
-_PI_FRACTION = re.compile(r"\\frac\s*\{\s*(\d*)\s*\\pi\s*\}\s*\{\s*(\d+)\s*\}")  # an angle: \frac{\pi}{6}, \frac{2\pi}{3}
-_SUBSCRIPT = re.compile(r"_\s*(?:\{[^{}]*\}|\d)")  # a log's base: \log_{2} 8 is a function of 8
-_OPERATION = re.compile(r"\\(?:cdot|times|ast|div|over|[dtc]?frac|pmod|bmod|mod)(?![A-Za-z])"
-                        r"|[*∗·×÷/:⋅∙]")
-_COMMAND = r"\\(?!right|rangle|rbrace|rvert|rfloor|rceil|end|quad|qquad)[A-Za-z]"  # a function or constant
-_SIDE_BY_SIDE_OPERANDS = re.compile(rf"[\d)!]\s*(?:\(|{_COMMAND})|[)!]\s*\d|\}}\s*(?:[(\d]|{_COMMAND})|\)\s*\(")
-_VARIABLE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]")  # a letter that is not part of a command's name: x, e, i
+# A value that is not one literal is read by value only when it is, whole, a function the grading policy
+# reads by value applied to numbers (`\sqrt{16}`, `\binom{5}{2}`, `\log_2 8`, `\sin\frac{\pi}{6}`, `5!`,
+# `|-5|`): its numbers, fractions in lowest terms and angles are replaced by `#`, and what is left must be one
+# of these shapes. Anything else (`2(52)`, `2|52|`, `48'+15`, `\sqrt{4}\sqrt{9}`, `63 + x - x`, an operator
+# in any spelling) leaves work to do. A whitelist, because an RL policy finds every spelling a list of
+# operators misses.
+_ANGLE = re.compile(r"\(\s*\d+(?:\.\d+)?\s*\\cdot\s*\\frac\{\\pi\}\{180\}\s*\)")  # the normaliser's 60^\circ
+_PI_FRACTION = re.compile(r"\\frac\s*\{\s*(\d*)\s*\\pi\s*\}\s*\{\s*(\d+)\s*\}")  # \frac{\pi}{6}, \frac{2\pi}{3}
+_DIGIT_FRACTION = re.compile(rf"\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|{_INTEGER}\s*/\s*{_INTEGER}")
+_PI = re.compile(r"(?:\d+\s*)?\\pi(?![A-Za-z])")
+_SUBSCRIPT_NUMBER = re.compile(r"_\s*(?:\{\s*\d+\s*\}|\d)")  # a log's base, one token: \log_2 8, \log_{10}
+_SQRT_DIGIT = re.compile(r"\\sqrt\s*(\d)")  # \sqrt4: TeX's argument is one token (`\sqrt452` is 52 \sqrt{4})
+_PLAIN_NUMBER = re.compile(r"(?<![\d.])(?:\d+\.?\d*|\.\d+)(?:\s*\^\s*(?:\{\s*-?\d+\s*\}|\d))?")
+_ARGUMENT = r"(?:\([-+]?#\)|\{[-+]?#\}|[-+]?#)"
+_FUNCTION_OF_NUMBERS = re.compile(
+    r"[-+]?(?:\\sqrt(?:\[#\])?\{[-+]?#\}"
+    r"|\\[dt]?binom\{#\}\{#\}"
+    rf"|\\(?:log|lg|ln)(?:_\{{#\}})?{_ARGUMENT}"
+    rf"|\\(?:arc)?(?:sin|cos|tan|cot|sec|csc){_ARGUMENT}"
+    r"|#|#!|\|[-+]?#\||\\\{[-+]?#\\\})")  # a power 2^{-1}, 5!, |-5|, a set of one number
 
 
 def arithmetic_left_to_do(text: str) -> bool:
@@ -80,37 +89,50 @@ def _in_lowest_terms(terms: tuple[str, ...], mixed: bool) -> bool:
 
 
 def _operation_in(text: str) -> bool:
-    """Whether a value that is not one literal holds an operation: fractions in lowest terms inside it count
-    as numbers (`\\sqrt{\\frac{1}{4}}` is a function of one), any other division, product, sum or
-    difference, in any spelling or implied by two operands side by side, is an operation, and so is a
-    variable (against a number, it can only cancel)."""
-    text = _SUBSCRIPT.sub("", _DEGREES_IN_RADIANS.sub("", text))
-    if _VARIABLE.search(text):
-        return True  # a number only by algebra left to do: `63 + x - x`, `\\sin^2 x + \\cos^2 x`
-    text = _PI_FRACTION.sub(lambda m: "1" if _in_lowest_terms((m.group(1) or "1", m.group(2)), False) else m.group(0), text)
-    text = _EMBEDDED_FRACTION.sub(lambda m: "1" if _in_lowest_terms(_FRACTION_TERMS.fullmatch(m.group(0)).groups(),
-                                                                   False) else m.group(0), text)
-    if _OPERATION.search(_DIVIDE.sub("/", text)) or _SIDE_BY_SIDE_OPERANDS.search(text):
-        return True
-    bars = 0  # a sign after an operand (a digit, a closing bracket or bar, a letter) is a sum or difference
-    previous = ""
-    for c in text:
-        if c == "|":
-            bars += 1
-        if c in "+-" and previous and (previous.isalnum() or previous in ")}]!." or (previous == "|" and bars % 2 == 0)):
-            return True
-        if not c.isspace():
-            previous = c
-    return False
+    """Whether a value that is not one literal leaves work to do: whether it is anything but a function of
+    numbers the grading policy reads by value (`_FUNCTION_OF_NUMBERS`). A fraction not in lowest terms
+    inside it is a division left to do."""
+    unreduced = False
+
+    def fraction(m: re.Match) -> str:
+        nonlocal unreduced
+        terms = [t for t in _FRACTION_TERMS.fullmatch(m.group(0)).groups() if t]
+        unreduced |= not _in_lowest_terms(tuple(terms), False)
+        return "#"
+
+    skeleton = _ANGLE.sub("#", text)
+    skeleton = _PI_FRACTION.sub(lambda m: "#" if _in_lowest_terms((m.group(1) or "1", m.group(2)), False) else "?",
+                                skeleton)
+    skeleton = _DIGIT_FRACTION.sub(fraction, skeleton)
+    skeleton = _SQRT_DIGIT.sub(r"\\sqrt{\1}", _SUBSCRIPT_NUMBER.sub("_{#}", _PI.sub("#", skeleton)))
+    skeleton = re.sub(r"\s+", "", _PLAIN_NUMBER.sub("#", skeleton))
+    return unreduced or _FUNCTION_OF_NUMBERS.fullmatch(skeleton) is None
 
 
 def _arithmetic_refused(a_text: str, r_text: str) -> str | None:
-    """The reason to refuse an answer (value side) that leaves arithmetic to do against a number, or None.
-    `x = 48 + 15` against `x = 63` leaves it too: both sides' values are what is compared."""
-    a_text, r_text = _value_side(a_text), _value_side(r_text)
-    if parse_rational(r_text) is not None and not arithmetic_left_to_do(r_text) and arithmetic_left_to_do(a_text):
-        return "arithmetic left to do: the answer is an expression on numbers, the reference a number"
+    """The reason to refuse an answer that leaves arithmetic to do against a number, or None. Equations are
+    judged by their value sides: `x = 48 + 15` against `x = 63` leaves it too, `x_1 = 63` and `63 = x` do not."""
+    a_text, r_text = _named_value(a_text), _named_value(r_text)
+    if a_text.replace(" ", "") == r_text.replace(" ", ""):
+        return None  # the reference's own form
+    if parse_rational(_one_element(r_text)) is not None and arithmetic_left_to_do(a_text):
+        return "arithmetic left to do: against a number, the answer must be one number written out (or a function of one)"
     return None
+
+
+def _one_element(text: str) -> str:
+    """`\\{63\\}` and `[63]` -> `63`: a set or list of one number is a number reference."""
+    m = re.fullmatch(r"\s*(?:\\\{(.*)\\\}|\[(.*)\])\s*", text)
+    return (m.group(1) or m.group(2) or "") if m and "," not in text else text
+
+
+def _named_value(text: str) -> str:
+    """`x_1 = 63`, `63 = x`, `P(A) = \\frac{1}{2}` -> the side without letters, when the other names something."""
+    sides = split_top_level(text, ("=",))
+    if len(sides) != 2:
+        return text
+    lettered = [bool(re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", side))) for side in sides]
+    return sides[lettered.index(False)].strip() if lettered.count(False) == 1 else text
 
 
 def _closes_at_end(text: str) -> bool:

@@ -261,8 +261,15 @@ def normalise(raw: str) -> Answer:
 
 def _scaled(m: re.Match) -> str:
     """"5 thousand" -> 5000, "7 dozen" -> 84, "2 thirds" -> \\frac{2}{3}: the value, computed here, so that
-    nothing a response writes itself (`7 \\cdot 12`) reads as a number written with a scale word."""
-    value = Fraction(m.group(1)) * SCALES[m.group(2).lower()]
+    nothing a response writes itself (`7 \\cdot 12`) reads as a number written with a scale word; a whole
+    number of fractional parts stays the fraction it names ("126 halves" is \\frac{126}{2}, a division left
+    to do)."""
+    number, scale = Fraction(m.group(1)), Fraction(SCALES[m.group(2).lower()])
+    decimal_place = scale.denominator in (10, 100, 1000) and abs(number) < scale.denominator  # "5 hundredths"
+    if scale.numerator == 1 and scale.denominator > 1 and number.denominator == 1 and not decimal_place:
+        sign = "-" if number < 0 else ""  # written as the fraction it names, so that 126/2 is judged unreduced
+        return f"{sign}\\frac{{{abs(number.numerator)}}}{{{scale.denominator}}}"
+    value = number * scale
     if value.denominator == 1:
         return str(value.numerator)
     if 10**12 % value.denominator == 0:  # a short exact decimal: 2.5, 0.05

@@ -141,12 +141,12 @@ class MathVerifier(Verifier):
       in cents, where a bare 50 is 50 cents, not also 50 dollars.
     - **Relations are not values.** `x \\neq 5`, `x < 5` are not `x = 5`; `x = 5` equals 5. Assignments to
       several variables are read in the order of their names (`y = 2, x = 3` is the point (3, 2)).
-    - **Arithmetic left to do is not an answer.** Against a reference that is a number, an operation on
-      numbers in any spelling (`2 \\cdot 52`, `48 + 15`, `2(52)`, `208:2`, `\\frac{17-7}{5}`, `|48+15|`) or a
-      fraction not in lowest terms (`\\frac{126}{2}`) is refused whatever its value, so that a policy cannot
-      copy the question's expression instead of computing it; a number written out (an integer, decimal,
-      fraction or ratio in lowest terms, mixed number, scientific notation, power or scale word) and a
-      function of such numbers (`\\sqrt{16}`, `\\binom{5}{2}`) are read by value.
+    - **Arithmetic left to do is not an answer.** Against a reference whose value is a rational number, the
+      answer must be one number written out (an integer, decimal, fraction or ratio in lowest terms, mixed
+      number, scientific notation, power or scale word) or one function the policy reads by value applied
+      to such numbers (`\\sqrt{16}`, `\\binom{5}{2}`, `\\log_2 8`, `\\sin\\frac{\\pi}{6}`, `5!`, `|-5|`): a
+      whitelist (math_judge), so that a policy cannot copy the question's expression, in any spelling,
+      instead of computing it.
     """
 
     _pools: dict[int, WorkerPool] = {}  # one pool per process for all instances: workers are costly

@@ -171,7 +171,7 @@ def test_never_raises_on_odd_types(verifier, response, reference):
 
 def test_batch_keeps_input_order(verifier):
     pairs = [(f"\\boxed{{{k}}}", str(k if k % 3 else k + 1)) for k in range(50)]
-    pairs += [("\\boxed{\\sqrt{4}}", "2"), ("\\boxed{\\sqrt{5}}", "2")]
+    pairs += [("\\boxed{2\\sqrt{2}}", "\\sqrt{8}"), ("\\boxed{\\sqrt{5}}", "\\sqrt{8}")]  # the sympy path
     assert [v.correct for v in verifier.verify_batch(pairs)] == [k % 3 != 0 for k in range(50)] + [True, False]
 
 

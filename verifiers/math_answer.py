@@ -128,12 +128,11 @@ class MathVerifier(Verifier):
       other step functions need a proof.
     - **Units and words.** Whitelisted units and counted nouns are dropped (`5 L`, `3 m`, `9 m^2`,
       `20 km/h`, "18 eggs") when one side only carries a unit; when both do, the units must be the same
-      (spellings normalised) or convert exactly (math_units: length, area, time, mass, volume, speed,
-      degrees/radians, dollars/cents), else the answer is refused naming both units (5 cm is not 5 m,
-      `\\$50` is not 50 cents); `\\frac{\\pi}{2}` degrees is not pi/2. Scale words multiply ("5 thousand" = 5000, "2 dozen" = 24, "5 hundredths"
-      = 0.05); "12 squared" and "5 factorial" are applied; qualifying or negating words ("at most",
-      "about", "not", "is wrong", "or more", "maybe") and two numbers side by side (`2 \\quad 3`) are
-      refused. `2 1/2` is the mixed number 5/2. Number words ("five") and "infinity" are read.
+      (spellings normalised): an answer in another unit, or in degrees against radians, is refused as a
+      conversion left to do (500 cm is not 5 m here). Scale words that name a number are read into it ("5
+      thousand" = 5000, "5 hundredths" = 0.05); qualifying or negating words ("at most", "about", "not", "is
+      wrong", "or more", "maybe") and two numbers side by side (`2 \\quad 3`) are refused. `2 1/2` is the
+      mixed number 5/2. Number words ("five", "twenty-one") and "infinity" are read.
     - **Percent.** One reading per answer, so one response never matches two different values: against
       a reference written with %, the answers 25 and 25% state 25% (0.25 does not: it would also match
       0.25%); against a bare reference, x% is read as x (data sets write "what percent" answers bare),
@@ -143,10 +142,9 @@ class MathVerifier(Verifier):
       several variables are read in the order of their names (`y = 2, x = 3` is the point (3, 2)).
     - **Arithmetic left to do is not an answer.** Against a reference whose value is a rational number, the
       answer must be one number written out (an integer, decimal, fraction or ratio in lowest terms, mixed
-      number, scientific notation, power or scale word) or one function the policy reads by value applied
-      to such numbers (`\\sqrt{16}`, `\\binom{5}{2}`, `\\log_2 8`, `\\sin\\frac{\\pi}{6}`, `5!`, `|-5|`): a
-      whitelist (math_judge), so that a policy cannot copy the question's expression, in any spelling,
-      instead of computing it.
+      number, scientific notation, a power of ten, a scale word naming a number): a whitelist (math_judge),
+      so that a policy cannot copy the question's expression, function or power, in any spelling, instead
+      of computing it.
     """
 
     _pools: dict[int, WorkerPool] = {}  # one pool per process for all instances: workers are costly

@@ -38,29 +38,9 @@ _FRACTION_TERMS = re.compile(rf"\\frac\s*({_FRACTION_PART})\s*({_FRACTION_PART})
 _LITERAL = re.compile(
     rf"[-+]?\s*(?:{_NUMBER}"  # 12, -3.5, .25, 1.2e-5
     rf"|{_FRACTION_FORMS}"
-    rf"|[1-9](?:\.\d+)?\s*(?:\\times|\\cdot|\*)\s*10\^\{{?[-+]?\d+\}}?|10\^\{{?[-+]?\d+\}}?"  # 1.2 \times 10^{5}, 10^{6}
-    rf"|\d+\s*\^\s*\{{?\d+\}}?)"  # a power, 2^{10}: the grading policy reads powers by value
+    rf"|[1-9](?:\.\d+)?\s*(?:\\times|\\cdot|\*)\s*10\^\{{?[-+]?\d+\}}?|10\^\{{?[-+]?\d+\}}?)"  # 1.2 \times 10^{5}, 10^{6}
 )
-# A value that is not one literal is read by value only when it is, whole, a function the grading policy
-# reads by value applied to numbers (`\sqrt{16}`, `\binom{5}{2}`, `\log_2 8`, `\sin\frac{\pi}{6}`, `5!`,
-# `|-5|`): its numbers, fractions in lowest terms and angles are replaced by `#`, and what is left must be one
-# of these shapes. Anything else (`2(52)`, `2|52|`, `48'+15`, `\sqrt{4}\sqrt{9}`, `63 + x - x`, an operator
-# in any spelling) leaves work to do. A whitelist, because an RL policy finds every spelling a list of
-# operators misses.
-_ANGLE = re.compile(r"\(\s*\d+(?:\.\d+)?\s*\\cdot\s*\\frac\{\\pi\}\{180\}\s*\)")  # the normaliser's 60^\circ
-_PI_FRACTION = re.compile(r"\\frac\s*\{\s*(\d*)\s*\\pi\s*\}\s*\{\s*(\d+)\s*\}")  # \frac{\pi}{6}, \frac{2\pi}{3}
-_DIGIT_FRACTION = re.compile(rf"\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|{_INTEGER}\s*/\s*{_INTEGER}")
-_PI = re.compile(r"(?:\d+\s*)?\\pi(?![A-Za-z])")
-_SUBSCRIPT_NUMBER = re.compile(r"_\s*(?:\{\s*\d+\s*\}|\d)")  # a log's base, one token: \log_2 8, \log_{10}
-_SQRT_DIGIT = re.compile(r"\\sqrt\s*(\d)")  # \sqrt4: TeX's argument is one token (`\sqrt452` is 52 \sqrt{4})
-_PLAIN_NUMBER = re.compile(r"(?<![\d.])(?:\d+\.?\d*|\.\d+)(?:\s*\^\s*(?:\{\s*-?\d+\s*\}|\d))?")
-_ARGUMENT = r"(?:\([-+]?#\)|\{[-+]?#\}|[-+]?#)"
-_FUNCTION_OF_NUMBERS = re.compile(
-    r"[-+]?(?:\\sqrt(?:\[#\])?\{[-+]?#\}"
-    r"|\\[dt]?binom\{#\}\{#\}"
-    rf"|\\(?:log|lg|ln)(?:_\{{#\}})?{_ARGUMENT}"
-    rf"|\\(?:arc)?(?:sin|cos|tan|cot|sec|csc){_ARGUMENT}"
-    r"|#|#!|\|[-+]?#\||\\\{[-+]?#\\\})")  # a power 2^{-1}, 5!, |-5|, a set of one number
+_ONE_ELEMENT = re.compile(r"\\\{(.*)\\\}|\[(.*)\]")  # \{63\}, [63]: a set or list of one number
 
 
 def arithmetic_left_to_do(text: str) -> bool:
@@ -74,7 +54,9 @@ def arithmetic_left_to_do(text: str) -> bool:
     while len(text) > 1 and text[0] + text[-1] in ("()", "{}") and _closes_at_end(text):
         text = text[1:-1].strip()
     if _LITERAL.fullmatch(text) is None:
-        return _operation_in(text)
+        one = _ONE_ELEMENT.fullmatch(text)  # anything else leaves work: an operation in any spelling, a
+        # function (`\\binom{16}{5}` copies "compute C(16, 5)"), a power, a variable, `2|52|`, `48'+15`
+        return arithmetic_left_to_do(one.group(1) or one.group(2) or "") if one and "," not in text else True
     fraction = _FRACTION.fullmatch(text)
     if fraction is None:
         return False
@@ -88,51 +70,38 @@ def _in_lowest_terms(terms: tuple[str, ...], mixed: bool) -> bool:
     return math.gcd(numerator, denominator) == 1 and denominator != 1 and not (mixed and numerator >= denominator)
 
 
-def _operation_in(text: str) -> bool:
-    """Whether a value that is not one literal leaves work to do: whether it is anything but a function of
-    numbers the grading policy reads by value (`_FUNCTION_OF_NUMBERS`). A fraction not in lowest terms
-    inside it is a division left to do."""
-    unreduced = False
-
-    def fraction(m: re.Match) -> str:
-        nonlocal unreduced
-        terms = [t for t in _FRACTION_TERMS.fullmatch(m.group(0)).groups() if t]
-        unreduced |= not _in_lowest_terms(tuple(terms), False)
-        return "#"
-
-    skeleton = _ANGLE.sub("#", text)
-    skeleton = _PI_FRACTION.sub(lambda m: "#" if _in_lowest_terms((m.group(1) or "1", m.group(2)), False) else "?",
-                                skeleton)
-    skeleton = _DIGIT_FRACTION.sub(fraction, skeleton)
-    skeleton = _SQRT_DIGIT.sub(r"\\sqrt{\1}", _SUBSCRIPT_NUMBER.sub("_{#}", _PI.sub("#", skeleton)))
-    skeleton = re.sub(r"\s+", "", _PLAIN_NUMBER.sub("#", skeleton))
-    return unreduced or _FUNCTION_OF_NUMBERS.fullmatch(skeleton) is None
-
-
 def _arithmetic_refused(a_text: str, r_text: str) -> str | None:
     """The reason to refuse an answer that leaves arithmetic to do against a number, or None. Equations are
     judged by their value sides: `x = 48 + 15` against `x = 63` leaves it too, `x_1 = 63` and `63 = x` do not."""
     a_text, r_text = _named_value(a_text), _named_value(r_text)
     if a_text.replace(" ", "") == r_text.replace(" ", ""):
         return None  # the reference's own form
-    if parse_rational(_one_element(r_text)) is not None and arithmetic_left_to_do(a_text):
-        return "arithmetic left to do: against a number, the answer must be one number written out (or a function of one)"
+    if parse_rational(_reference_number(r_text)) is not None and arithmetic_left_to_do(a_text):
+        return "arithmetic left to do: against a number, the answer must be one number written out"
     return None
 
 
-def _one_element(text: str) -> str:
-    """`\\{63\\}` and `[63]` -> `63`: a set or list of one number is a number reference."""
-    m = re.fullmatch(r"\s*(?:\\\{(.*)\\\}|\[(.*)\])\s*", text)
-    return (m.group(1) or m.group(2) or "") if m and "," not in text else text
+def _reference_number(text: str) -> str:
+    """The number a reference states, in a form `parse_rational` reads: `\\{63\\}`, `[63]`, `\\boxed{63}` and
+    `x = 63` state 63, the ratio `3:4` states 3/4."""
+    text = _named_value(text.strip())
+    m = re.fullmatch(r"\\boxed\s*\{(.*)\}|\\\{(.*)\\\}|\[(.*)\]", text)
+    if m and "," not in text:
+        text = _named_value(next(g for g in m.groups() if g is not None).strip())
+    return re.sub(r"^\s*(\d+)\s*:\s*(\d+)\s*$", r"\1/\2", text)
+
+
+_NAME = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?(?:\([\w\s,]*\))?")  # x, x_1, S_{10}, P(A), f(3)
 
 
 def _named_value(text: str) -> str:
-    """`x_1 = 63`, `63 = x`, `P(A) = \\frac{1}{2}` -> the side without letters, when the other names something."""
-    sides = split_top_level(text, ("=",))
+    """`x = 63`, `x_1 = 63`, `63 = x`, `P(A) = \\frac{1}{2}` -> the value named; anything else as it is
+    (`3x + 5 = 20` is an equation left to solve, not a value)."""
+    sides = [side.strip() for side in split_top_level(text, ("=",))]
     if len(sides) != 2:
         return text
-    lettered = [bool(re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", side))) for side in sides]
-    return sides[lettered.index(False)].strip() if lettered.count(False) == 1 else text
+    named = [_NAME.fullmatch(side) is not None for side in sides]
+    return sides[1 - named.index(True)] if named.count(True) == 1 else text
 
 
 def _closes_at_end(text: str) -> bool:
@@ -153,6 +122,9 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     units = conversion(answer.unit, reference.unit)
     if units is not None and units.refused:
         return False, units.refused
+    conversion_left = _conversion_left(answer, reference, units)
+    if conversion_left:
+        return False, conversion_left
     if reference.choice:
         letters = set(_CHOICE_LABELS.findall(answer.text)) | set(_BARE_CHOICES.findall(answer.text))
         if len(letters | ({answer.choice} if answer.choice else set())) > 1:
@@ -180,7 +152,7 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     if refused:
         return False, refused
     a, r = parse_rational(a_text), parse_rational(r_text)
-    if a is not None and r is not None and not (units is not None and units.pi_power):
+    if a is not None and r is not None:
         for scaled, note in readings(a, answer, reference):
             if scaled == r:
                 return True, f"{format_rational(scaled)} == {format_rational(r)}{note}"
@@ -227,6 +199,19 @@ def _is_tuple(text: str) -> bool:
     return text.startswith("(") and _closes_at_end(text) and len(split_top_level(text[1:-1], (",",))) > 1
 
 
+def _conversion_left(answer: Answer, reference: Answer, units) -> str | None:
+    """The reason to refuse an answer in another unit than the reference's, or None: converting is the work
+    a "convert 3.5 hours to minutes" or "150 degrees in radians" question asks for, so the question's own
+    quantity must not pass for the answer (an attacker review found both)."""
+    if units is not None and not units.identity:
+        return f"conversion left to do: the answer is in {answer.unit.name}, the reference in {reference.unit.name}"
+    if _degrees_for_radians(answer, reference):
+        return "conversion left to do: the answer is in degrees, the reference in radians"
+    if reference.degrees and not answer.degrees and "\\pi" in answer.text:
+        return "conversion left to do: the answer is in radians, the reference in degrees"
+    return None
+
+
 def _degrees_for_radians(answer: Answer, reference: Answer) -> bool:
     """An answer in degrees against a reference with no unit written in terms of pi (radians)."""
     return answer.degrees and reference.unit is None and "\\pi" in reference.text
@@ -260,15 +245,10 @@ def readings(value, answer: Answer, reference: Answer) -> list[tuple[object, str
     Cents: against a reference in cents a bare answer is a number of cents (not also of dollars: `50` would
     match both 50 and 5000 cents); against any other, "50 cents" is 0.5 (money references are in dollars),
     never also 50.
-    Units: when both sides carry one, the answer's value converted to the reference's unit is the only
-    reading (math_units; `\\$50` against "50 cents" is 5000 cents); a unit on one side only is dropped.
+    Units: when both sides carry one, it is the same (`_conversion_left` refuses any other); a unit on one
+    side only is dropped.
     """
-    units = conversion(answer.unit, reference.unit)
-    if units is not None:  # both carry a unit: the conversion is the one reading
-        if units.identity:
-            return [(value, "")]
-        return [(value * units.factor, f", {answer.unit.name} in {reference.unit.name}")]
-    if answer.cents and not reference.cents:
+    if answer.cents and not reference.cents and (answer.unit is None or reference.unit is None):
         return [(value / 100, ", 100 cents to the dollar")]
     return [(value, "")]
 
@@ -329,24 +309,13 @@ def _judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
             return True, "a decimal within 1e-6 of the exact value, every digit right"
     except Exception as exc:  # noqa: BLE001  sympy fails on some odd trees; that is no proof of equality
         return False, f"comparison failed ({type(exc).__name__})"
-    units = conversion(answer.unit, reference.unit)
-    if units is not None and not units.identity:
-        return False, f"different values, {answer.unit.name} in {reference.unit.name}"
     return False, "different values"
 
 
 def _readings(value, answer: Answer, reference: Answer, ref_value) -> list:
-    """The answer's value as `readings` defines it, plus its reading in degrees when a sign was dropped."""
+    """The answer's value as `readings` defines it."""
     import sympy
 
     if not isinstance(value, sympy.Expr):
         return [value]
-    units = conversion(answer.unit, reference.unit)
-    if units is not None and units.pi_power:  # degrees against radians, both written
-        return [value * sympy.Rational(units.factor.numerator, units.factor.denominator) * sympy.pi**units.pi_power]
-    if _degrees_for_radians(answer, reference):  # "90°" is pi/2; "pi/2 degrees" is not pi/2
-        return [value * sympy.pi / 180]
-    out = [v for v, _ in readings(value, answer, reference)]
-    if reference.degrees and not answer.degrees and value.has(sympy.pi):
-        out.append(value * 180 / sympy.pi)
-    return out
+    return [v for v, _ in readings(value, answer, reference)]

@@ -78,7 +78,10 @@ _NUMBER_WORDS = {w: n for n, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())}
 _NUMBER_WORDS.update({w: 10 * k for k, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), start=3)})
-_NUMBER_WORD = re.compile(r"(?i)\b(" + "|".join(_NUMBER_WORDS) + r")(?:[- ](one|two|three|four|five|six|seven|eight|nine))?\b")
+# "twenty-one" joins a tens word and a unit word; any other two number words side by side ("twelve seven")
+# stay two numbers, which the normaliser refuses, rather than being added.
+_NUMBER_WORD = re.compile(r"(?i)\b(?:(twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)[- ]"
+                          r"(one|two|three|four|five|six|seven|eight|nine)|(" + "|".join(_NUMBER_WORDS) + r"))\b")
 _INFINITY_WORDS = re.compile(r"(?i)(negative\s+|minus\s+|-\s*)?(?:positive\s+|\+\s*)?\binfinity\b")
 # Patterns that start at a number start only where a number starts (the look-behind), so a long run
 # of digits is scanned once, not once per digit.
@@ -269,6 +272,8 @@ def _scaled(m: re.Match) -> str:
     if scale.numerator == 1 and scale.denominator > 1 and number.denominator == 1 and not decimal_place:
         sign = "-" if number < 0 else ""  # written as the fraction it names, so that 126/2 is judged unreduced
         return f"{sign}\\frac{{{abs(number.numerator)}}}{{{scale.denominator}}}"
+    if scale == 12:  # "7 dozen" is 7 twelves: against a number, a product left to do ("What is 7 * 12?")
+        return f"({m.group(1)} \\cdot 12)"
     value = number * scale
     if value.denominator == 1:
         return str(value.numerator)
@@ -288,7 +293,9 @@ def _decimal(value: Fraction) -> str:
 
 
 def _number_word(m: re.Match) -> str:
-    return str(_NUMBER_WORDS[m.group(1).lower()] + (_NUMBER_WORDS[m.group(2).lower()] if m.group(2) else 0))
+    if m.group(3):
+        return str(_NUMBER_WORDS[m.group(3).lower()])
+    return str(_NUMBER_WORDS[m.group(1).lower()] + _NUMBER_WORDS[m.group(2).lower()])
 
 
 def _repeating_decimal(m: re.Match) -> str:

@@ -30,7 +30,6 @@ _BASE_NUMBER = re.compile(r"(?=[^_]*\d)([0-9A-Za-z]+)_\{?([2-9]|[12]\d|3[0-6])\}
 _NUMBER = r"(?:[1-9](?:\.\d+)?[eE][-+]?\d+|\d+\.?\d*|\.\d+)"  # 1.2e-5: scientific notation's mantissa in [1, 10)
 _FRACTION_PART = r"(?:\{\s*[-+]?\s*\d+\s*\}|\d)"  # \frac's argument: {12}, {-9} or one digit
 _INTEGER = r"(?:\d+|\(\s*[-+]?\s*\d+\s*\))"
-_DIVIDE = re.compile(r"\\div(?![A-Za-z])|÷")
 _SLASH = r"(?:/|:|\\over(?![A-Za-z]))"  # 3/4, the ratio 3:4, TeX's 3 \over 4
 _FRACTION_FORMS = rf"(?:(?P<whole>\d+)\s*)?\\frac\s*{_FRACTION_PART}\s*{_FRACTION_PART}|{_INTEGER}\s*{_SLASH}\s*{_INTEGER}"
 _FRACTION = re.compile(rf"[-+]?\s*(?:{_FRACTION_FORMS})")  # \frac{3}{4}, the mixed 2\frac12, 3/4

@@ -390,8 +390,6 @@ RIGHT: list[tuple[str, str, str]] = [
     ("units", "\\boxed{15 \\text{ m/s}}", "15"),
     ("units", "\\boxed{7 \\text{ square feet}}", "7"),
     ("units", "\\boxed{3 \\text{ hours}}", "3"),
-    ("money", "\\boxed{50 cents}", "0.5"),
-    ("money", "\\boxed{50 \\text{ cents}}", "0.50"),
     ("roots", "\\boxed{\\pm 3}", "\\{3, -3\\}"),
     ("roots", "\\boxed{x = \\pm 3}", "3, -3"),
     ("roots", "\\boxed{\\pm\\sqrt{2}}", "\\{-\\sqrt{2}, \\sqrt{2}\\}"),

@@ -144,7 +144,10 @@ def test_percent_never_matches_two_values(verifier):
     """One response must not be right against two references of different value."""
     assert verifier.verify("\\boxed{25\\%}", "25").correct
     assert not verifier.verify("\\boxed{25\\%}", "0.25").correct
-    assert verifier.verify("\\boxed{50 cents}", "0.5").correct
+    assert verifier.verify("\\boxed{50 cents}", "50 \\text{ cents}").correct
+    assert not verifier.verify("\\boxed{50}", "5000 \\text{ cents}").correct
+    # against a bare (dollar) reference an answer in cents is a conversion left to do, whatever its value
+    assert not verifier.verify("\\boxed{50 cents}", "0.5").correct
     assert not verifier.verify("\\boxed{50 cents}", "50").correct
 
 

@@ -59,6 +59,8 @@ def arithmetic_left_to_do(text: str) -> bool:
     fraction = _FRACTION.fullmatch(text)
     if fraction is None:
         return False
+    if fraction.group("whole") is not None and "-" in text[fraction.end("whole"):]:
+        return True  # `2\\frac{-1}{2}` is no mixed number: a product left to do
     return not _in_lowest_terms(_FRACTION_TERMS.findall(text)[-1], fraction.group("whole") is not None)
 
 
@@ -70,14 +72,46 @@ def _in_lowest_terms(terms: tuple[str, ...], mixed: bool) -> bool:
 
 
 def _arithmetic_refused(a_text: str, r_text: str) -> str | None:
-    """The reason to refuse an answer that leaves arithmetic to do against a number, or None. Equations are
-    judged by their value sides: `x = 48 + 15` against `x = 63` leaves it too, `x_1 = 63` and `63 = x` do not."""
+    """The reason to refuse an answer that leaves arithmetic to do against a number, or against a tuple,
+    list, set, interval, `\\pm` pair or matrix of numbers (each element must then be one written out), or
+    None. Equations are judged by their value sides: `x = 48 + 15` against `x = 63` leaves it too, `x_1 = 63`
+    and `63 = x` do not."""
     a_text, r_text = _named_value(a_text), _named_value(r_text)
     if a_text.replace(" ", "") == r_text.replace(" ", ""):
         return None  # the reference's own form
     if parse_rational(_reference_number(r_text)) is not None and arithmetic_left_to_do(a_text):
         return "arithmetic left to do: against a number, the answer must be one number written out"
+    r_parts, a_parts = _elements(r_text), _elements(a_text)
+    if r_parts and a_parts and all(parse_rational(_reference_number(part)) is not None for part in r_parts) \
+            and any(arithmetic_left_to_do(_named_value(part)) for part in a_parts):
+        return "arithmetic left to do: against numbers, each must be one number written out"
     return None
+
+
+_BRACKETS = re.compile(r"^(?:\\begin\{[pbvV]?matrix\}(.*)\\end\{[pbvV]?matrix\}|[(\[](.*)[)\]]|\\\{(.*)\\\})$", re.DOTALL)
+_RELATION = re.compile(r"\\(?:leq?|geq?|lt|gt)(?![A-Za-z])|[<>]")
+_INFINITY = re.compile(r"[-+]?\s*\\infty")
+_ELEMENT_SEPARATORS = (",", ";", "&", "\\\\", " or ", " and ", "\\lor", "\\vee")
+
+
+def _elements(text: str) -> list[str] | None:
+    """The numbers of a tuple, list, set, interval or union of them, matrix, `\\pm` pair or inequality
+    (`(1, 2)`, `1, -6`, `\\pm 63`, `(-\\infty, 1) \\cup (2, 3]`, `x \\ge 63`: names and infinities left out),
+    or None for one value."""
+    text = text.strip()
+    for sign in ("\\pm", "±"):
+        if text.startswith(sign):
+            return [text[len(sign):].strip()]
+    pieces = [piece.strip() for piece in split_top_level(text, ("\\cup",))]
+    structured = len(pieces) > 1 or bool(_RELATION.search(text))
+    parts = []
+    for piece in pieces:
+        inner = _BRACKETS.match(piece)
+        structured |= inner is not None
+        piece = next(g for g in inner.groups() if g is not None) if inner else piece
+        parts += [bound.strip() for part in split_top_level(piece, _ELEMENT_SEPARATORS) for bound in _RELATION.split(part)]
+    parts = [part for part in parts if part and not _NAME.fullmatch(part) and not _INFINITY.fullmatch(part)]
+    return parts if len(parts) > 1 or structured else None
 
 
 def _reference_number(text: str) -> str:
@@ -90,7 +124,8 @@ def _reference_number(text: str) -> str:
     return re.sub(r"^\s*(\d+)\s*:\s*(\d+)\s*$", r"\1/\2", text)
 
 
-_NAME = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?(?:\([\w\s,]*\))?")  # x, x_1, S_{10}, P(A), f(3)
+# x, x_1, S_{10}, P(A), f(-1), \theta, AB, m\angle A, Area: a name, never a number or an expression
+_NAME = re.compile(r"(?:\\[A-Za-z]+|[A-Za-z])(?:\s*(?:\\[A-Za-z]+|[A-Za-z]))*(?:_\{?[\w-]+\}?)?(?:\([^=()]*\))?")
 
 
 def _named_value(text: str) -> str:
@@ -204,6 +239,8 @@ def _conversion_left(answer: Answer, reference: Answer, units) -> str | None:
     quantity must not pass for the answer (an attacker review found both)."""
     if units is not None and not units.identity:
         return f"conversion left to do: the answer is in {answer.unit.name}, the reference in {reference.unit.name}"
+    if answer.cents and not reference.cents:
+        return "conversion left to do: the answer is in cents, the reference in dollars"
     if _degrees_for_radians(answer, reference):
         return "conversion left to do: the answer is in degrees, the reference in radians"
     if reference.degrees and not answer.degrees and "\\pi" in answer.text:
@@ -242,13 +279,10 @@ def readings(value, answer: Answer, reference: Answer) -> list[tuple[object, str
     reference, `25%` is read as 25 (datasets write "what percent" answers bare: GSM8K's 25), never also
     as 0.25.
     Cents: against a reference in cents a bare answer is a number of cents (not also of dollars: `50` would
-    match both 50 and 5000 cents); against any other, "50 cents" is 0.5 (money references are in dollars),
-    never also 50.
+    match both 50 and 5000 cents); against any other, an answer in cents is refused (`_conversion_left`).
     Units: when both sides carry one, it is the same (`_conversion_left` refuses any other); a unit on one
     side only is dropped.
     """
-    if answer.cents and not reference.cents and (answer.unit is None or reference.unit is None):
-        return [(value / 100, ", 100 cents to the dollar")]
     return [(value, "")]
 
 
@@ -273,7 +307,8 @@ def judge_with_sympy(answer: Answer | str, reference: Answer) -> tuple[bool, str
         decided = judge_fast(answer, reference)
         if decided is not None:
             return decided
-    refused = _arithmetic_refused(*_value_sides(answer, reference))
+    refused = _arithmetic_refused(*_value_sides(answer, reference)) or _conversion_left(
+        answer, reference, conversion(answer.unit, reference.unit))
     if refused:
         return False, refused
     with warnings.catch_warnings():

@@ -272,6 +272,8 @@ def _scaled(m: re.Match) -> str:
     if scale.numerator == 1 and scale.denominator > 1 and number.denominator == 1 and not decimal_place:
         sign = "-" if number < 0 else ""  # written as the fraction it names, so that 126/2 is judged unreduced
         return f"{sign}\\frac{{{abs(number.numerator)}}}{{{scale.denominator}}}"
+    if scale < 1 and number.denominator != 1:  # "1.5 halves", "12.6 tenths": a product left to do
+        return f"({m.group(1)} \\cdot \\frac{{1}}{{{scale.denominator}}})"
     if scale == 12:  # "7 dozen" is 7 twelves: against a number, a product left to do ("What is 7 * 12?")
         return f"({m.group(1)} \\cdot 12)"
     value = number * scale

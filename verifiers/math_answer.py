@@ -136,8 +136,8 @@ class MathVerifier(Verifier):
     - **Percent.** One reading per answer, so one response never matches two different values: against
       a reference written with %, the answers 25 and 25% state 25% (0.25 does not: it would also match
       0.25%); against a bare reference, x% is read as x (data sets write "what percent" answers bare),
-      never also as x/100. "50 cents" is 0.5 against a bare (dollar) reference and 50 against a reference
-      in cents, where a bare 50 is 50 cents, not also 50 dollars.
+      never also as x/100. Against a reference in cents "50 cents" and a bare 50 are 50 cents (not also 50
+      dollars); against a bare (dollar) reference an answer in cents is a conversion left to do.
     - **Relations are not values.** `x \\neq 5`, `x < 5` are not `x = 5`; `x = 5` equals 5. Assignments to
       several variables are read in the order of their names (`y = 2, x = 3` is the point (3, 2)).
     - **Arithmetic left to do is not an answer.** Against a reference whose value is a rational number, the

@@ -10,8 +10,9 @@ dropping it.
 Words are never dropped silently (the policy of math_answer.py):
 - units on the whitelist (`5 L`, `3 m`, `9 m^2`, `20 km/h`, `12 cm`, "hours") and, after a plain number,
   up to three ordinary words naming what is counted ("18 eggs") are dropped;
-- scale words are applied as multipliers ("5 thousand" is 5000, "2 dozen" 24, "5 hundredths" 0.05),
-  operator words as operators ("12 squared" is 144, "5 factorial" 120);
+- scale words that name a number are read into it ("5 thousand" is 5000, "5 hundredths" 0.05, "5 halves"
+  5/2); "7 dozen" stays the product 7 * 12 and operator words become operators ("12 squared" is 12^{2},
+  "5 factorial" 5!), which the judge refuses against a number as work left to do;
 - words that qualify, negate or hedge a value ("at most", "about", "not", "is wrong", "or more",
   "maybe", `\\approx` with nothing exact before it, a trailing "?") make the answer `problem`, which
   the verifier refuses with that reason.
@@ -132,7 +133,7 @@ class Answer:
     degrees: bool = False  # a degree sign was removed: 90 degrees may be compared with pi/2
     is_text: bool = False  # a word answer ("Evelyn", "even"), compared case-insensitively
     choice: str | None = None  # a multiple-choice letter, "C" for `(C)`, `\\text{(C)}`, `C`
-    cents: bool = False  # "cents" was removed: 50 cents is 0.5 dollars unless the reference is in cents
+    cents: bool = False  # "cents" was removed: against a reference not in cents, a conversion left to do
     problem: str | None = None  # why the answer is refused whatever it is compared with ("qualified: at most")
     unit: Unit | None = None  # the unit written and removed (math_units compares it with the reference's)
 

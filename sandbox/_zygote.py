@@ -178,14 +178,22 @@ def _drop_capabilities() -> None:
 # memory) and memfd_secret, and making itself dumpable again. Foreign ABIs (i386, x32), whose syscall
 # numbers differ, are refused outright.
 _REFUSED_BOTH = {424: 1, 425: 1, 426: 1, 427: 1, 428: 1, 429: 1, 430: 1, 431: 1, 432: 1, 433: 1, 434: 1, 435: 38,
-                 438: 1, 440: 1, 442: 1, 447: 1}  # pidfd_*, io_uring_*, new mount API, clone3, memfd_secret, ...
+                 438: 1, 440: 1, 442: 1, 447: 1, 449: 1, 454: 1, 455: 1, 456: 1}  # pidfd_*, io_uring_*, new mount
+# API, clone3, memfd_secret, futex_waitv and the futex2 calls, ...
+# mmap's flags: MAP_SHARED (and MAP_SHARED_VALIDATE) mappings take inode numbers from a host-wide counter
+# (the one the worker's memfds come from), and so does MAP_HUGETLB (even when it fails): refused.
+MMAP_REFUSED_FLAGS = 0x01 | 0x40000
+# futex: a shared (non-private) futex on a page of a read-only system file is keyed by the file, so every
+# program on the host shares it; only private operations, and the shared waits glibc's pthread_join makes,
+# are allowed (FUTEX_WAIT, FUTEX_WAIT_BITSET, each with or without FUTEX_CLOCK_REALTIME).
+FUTEX_PRIVATE, FUTEX_SHARED_WAITS = 128, (0, 9, 256, 265)
 MADV_PAGE_CACHE = (20, 21, 22, 23)  # MADV_COLD, MADV_PAGEOUT, MADV_POPULATE_READ, MADV_POPULATE_WRITE
 # fcntl F_GETLK, F_SETLK, F_SETLKW, their OFD forms, and F_SETLEASE, F_GETLEASE, F_NOTIFY: a program's
 # kernel uid owns the shared read-only system files, so it could lease them (and block a host writer);
 # and F_SETPIPE_SZ.
 FCNTL_REFUSED = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026, 1031)
 # Per machine: arch, {syscall: errno when refused}, clone, syscalls whose first argument must be our pid,
-# and {syscall: (argument index, values, allowed?, errno)} for calls judged by one argument.
+# {syscall: (argument index, values, allowed?, errno)} for calls judged by one argument, mmap and futex.
 _SECCOMP_TABLES = {
     "x86_64": (0xC000003E, {**_REFUSED_BOTH, **dict.fromkeys(
         (57, 58, 101, 103, 135, 153, 155, 159, 161, 163, 164, 165, 166, 167, 168, 169, 172, 173, 175, 176, 179,
@@ -194,20 +202,24 @@ _SECCOMP_TABLES = {
          29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220,  # SysV shm, semaphores, message queues
          319, 240, 253, 294, 73,  # memfd_create, mq_open, inotify_init, inotify_init1, flock
          27, 221, 187, 451, 206,  # mincore, fadvise64, readahead, cachestat, io_setup
-         41, 53, 22, 293, 327, 328, 99), 1)},  # socket, socketpair, pipe, pipe2, preadv2, pwritev2, sysinfo
+         41, 53, 22, 293, 327, 328, 99,  # socket, socketpair, pipe, pipe2, preadv2, pwritev2, sysinfo
+         162, 306, 277), 1)},  # sync, syncfs, sync_file_range: host-wide writeback
         56, (62, 234, 129, 297),  # kill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo
         {72: (1, FCNTL_REFUSED, False, 1), 28: (2, MADV_PAGE_CACHE, False, 1),
-         157: (0, (PR_SET_DUMPABLE,), False, 1)}),  # fcntl, madvise, prctl
+         157: (0, (PR_SET_DUMPABLE,), False, 1)},  # fcntl, madvise, prctl
+        9, 202),  # mmap, futex
     "aarch64": (0xC00000B7, {**_REFUSED_BOTH, **dict.fromkeys(
         (18, 39, 40, 41, 51, 58, 60, 89, 92, 97, 104, 105, 106, 112, 116, 117, 130, 142, 170, 171, 217, 218,
          219, 224, 225, 235, 237, 238, 239, 241, 262, 264, 265, 266, 268, 270, 271, 272, 273, 280, 282, 294,
          186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197,  # SysV message queues, semaphores, shm
          279, 180, 26, 32,  # memfd_create, mq_open, inotify_init1, flock
          232, 223, 213, 451, 0,  # mincore, fadvise64, readahead, cachestat, io_setup
-         198, 199, 59, 286, 287, 179), 1)},  # socket, socketpair, pipe2, preadv2, pwritev2, sysinfo
+         198, 199, 59, 286, 287, 179,  # socket, socketpair, pipe2, preadv2, pwritev2, sysinfo
+         81, 267, 84), 1)},  # sync, syncfs, sync_file_range
         220, (129, 131, 138, 240),
         {25: (1, FCNTL_REFUSED, False, 1), 233: (2, MADV_PAGE_CACHE, False, 1),
-         167: (0, (PR_SET_DUMPABLE,), False, 1)}),
+         167: (0, (PR_SET_DUMPABLE,), False, 1)},
+        222, 98),  # mmap, futex
 }
 CLONE_THREAD = 0x00010000
 
@@ -216,7 +228,7 @@ def _seccomp_program(pid: int) -> bytes | None:
     table = _SECCOMP_TABLES.get(os.uname().machine)
     if table is None:
         return None
-    arch, refused, clone, own_pid, by_argument = table
+    arch, refused, clone, own_pid, by_argument, mmap, futex = table
     LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|{JEQ,JGE,JSET}|K, BPF_RET|K
     ALLOW, KILL = 0x7FFF0000, 0x80000000
 
@@ -246,6 +258,12 @@ def _seccomp_program(pid: int) -> bytes | None:
         ins += judged_by(nr, 0, (pid,), True, 1)
     for nr, rule in by_argument.items():
         ins += judged_by(nr, *rule)
+    ins += [(JEQ, 0, 4, mmap), (LD, 0, 0, argument(3)), (JSET, 0, 1, MMAP_REFUSED_FLAGS), (RET, 0, 0, errno(1)),
+            (RET, 0, 0, ALLOW)]
+    waits = [(JEQ, len(FUTEX_SHARED_WAITS) - k, 0, op) for k, op in enumerate(FUTEX_SHARED_WAITS)]
+    block = [(LD, 0, 0, argument(1)), (JSET, len(waits) + 1, 0, FUTEX_PRIVATE)] + waits
+    block += [(RET, 0, 0, errno(1)), (RET, 0, 0, ALLOW)]
+    ins += [(JEQ, 0, len(block), futex)] + block
     ins.append((RET, 0, 0, ALLOW))
     return b"".join(struct.pack("<HBBI", *i) for i in ins)
 

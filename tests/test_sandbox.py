@@ -855,7 +855,8 @@ def test_no_channel_through_host_wide_kernel_state(sandbox):
     the host-wide socket-cookie counter; inode numbers of new pipes (a host-wide counter), a unix socket
     held only in flight (it outlived its program until the kernel's garbage collector ran), pipe pages (per
     user), the page cache of the shared read-only files (preadv2's RWF_NOWAIT reads it, MADV_PAGEOUT clears
-    it) and sysinfo's host-wide thread count were channels too. File locks and leases (a channel between
+    it), sysinfo's host-wide thread count, shared and huge-page mappings (inode numbers again) and a shared
+    futex on a page of a system file (keyed by the file) were channels too; sync slows the whole host. File locks and leases (a channel between
     programs running at once on the shared read-only files) and making itself dumpable stay refused."""
     source = """
     import ctypes, errno, fcntl, mmap, os, socket, sys
@@ -877,17 +878,22 @@ def test_no_channel_through_host_wide_kernel_state(sandbox):
         for lock in (lambda: fcntl.flock(f, fcntl.LOCK_SH), lambda: fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB),
                      lambda: fcntl.fcntl(f, fcntl.F_SETLEASE, fcntl.F_RDLCK)):
             attempt("locked", lock)
-        mapped = mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ)
+        mapped = mmap.mmap(f.fileno(), 4096, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
         attempt("paged out", lambda: mapped.madvise(21))  # MADV_PAGEOUT
         attempt("cold", lambda: mapped.madvise(20))  # MADV_COLD
-    calls = {"x86_64": (434, 99, 447), "aarch64": (434, 179, 447)}[os.uname().machine]  # pidfd_open, sysinfo, memfd_secret
-    for number, args in zip(calls, ((os.getpid(), 0), (ctypes.create_string_buffer(128),), (0,))):
+    attempt("shared map", lambda: mmap.mmap(-1, 4096))  # MAP_SHARED: its inode number is a host-wide count
+    attempt("huge map", lambda: mmap.mmap(-1, 2 << 20, flags=mmap.MAP_PRIVATE | 0x40000))  # MAP_HUGETLB too
+    word = ctypes.c_int(0)
+    x86 = os.uname().machine == "x86_64"  # pidfd_open, sysinfo, memfd_secret, sync, a shared FUTEX_WAKE
+    calls = (434, 99 if x86 else 179, 447, 162 if x86 else 81, 202 if x86 else 98)
+    for number, args in zip(calls, ((os.getpid(), 0), (ctypes.create_string_buffer(128),), (0,), (),
+                                    (ctypes.byref(word), 1, 1, None, None, 0))):
         out.append(errno.errorcode[ctypes.get_errno()] if libc.syscall(number, *args) == -1 else "allowed")
     out.append(libc.prctl(4, 1, 0, 0, 0))  # PR_SET_DUMPABLE
     print(out)
     """
     result = run(sandbox, source)
-    assert result.stdout == str(["EPERM"] * 15 + [-1]) + "\n", result
+    assert result.stdout == str(["EPERM"] * 19 + [-1]) + "\n", result
 
 
 def test_work_no_signal_can_interrupt_ends_with_the_worker(sandbox):

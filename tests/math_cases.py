@@ -561,6 +561,10 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("(48+15, \\infty)", "(63, \\infty)", False),  # the bounds of an interval, an inequality's bound
         ("x \\ge 48+15", "x \\ge 63", False),
         ("x > 63", "(63, \\infty)", True),
+        ("(\\log_2(8), 14)", "(3, 14)", False),  # a function call is no variable to leave out
+        ("x(2) = 126", "x = 63", False),  # another name than the reference's: an equation left to solve
+        ("x \\neq 48+15", "x \\neq 63", False),
+        ("x \\neq 63", "x \\neq 63", True),
         ("(-\\infty,-1)\\cup(1,\\infty)", "x < -1 \\text{ or } x > 1", True),
         ("63 = x", "x = 63", True),
         ("6.3 \\times 10^{1}", "63", True),

@@ -76,7 +76,10 @@ def _arithmetic_refused(a_text: str, r_text: str) -> str | None:
     list, set, interval, `\\pm` pair or matrix of numbers (each element must then be one written out), or
     None. Equations are judged by their value sides: `x = 48 + 15` against `x = 63` leaves it too, `x_1 = 63`
     and `63 = x` do not."""
-    a_text, r_text = _named_value(a_text), _named_value(r_text)
+    if _name_of(r_text) and _name_of(a_text) and _name_of(a_text) != _name_of(r_text):
+        r_text = _named_value(r_text)  # `x(2) = 126` for `x = 63`: not the value named, an equation left to solve
+    else:
+        a_text, r_text = _named_value(a_text), _named_value(r_text)
     if a_text.replace(" ", "") == r_text.replace(" ", ""):
         return None  # the reference's own form
     if parse_rational(_reference_number(r_text)) is not None and arithmetic_left_to_do(a_text):
@@ -89,7 +92,7 @@ def _arithmetic_refused(a_text: str, r_text: str) -> str | None:
 
 
 _BRACKETS = re.compile(r"^(?:\\begin\{[pbvV]?matrix\}(.*)\\end\{[pbvV]?matrix\}|[(\[](.*)[)\]]|\\\{(.*)\\\})$", re.DOTALL)
-_RELATION = re.compile(r"\\(?:leq?|geq?|lt|gt)(?![A-Za-z])|[<>]")
+_RELATION = re.compile(r"\\(?:leq?|geq?|lt|gt|neq?)(?![A-Za-z])|[<>]")
 _INFINITY = re.compile(r"[-+]?\s*\\infty")
 _ELEMENT_SEPARATORS = (",", ";", "&", "\\\\", " or ", " and ", "\\lor", "\\vee")
 
@@ -110,7 +113,7 @@ def _elements(text: str) -> list[str] | None:
         structured |= inner is not None
         piece = next(g for g in inner.groups() if g is not None) if inner else piece
         parts += [bound.strip() for part in split_top_level(piece, _ELEMENT_SEPARATORS) for bound in _RELATION.split(part)]
-    parts = [part for part in parts if part and not _NAME.fullmatch(part) and not _INFINITY.fullmatch(part)]
+    parts = [part for part in parts if part and not _VARIABLE.fullmatch(part) and not _INFINITY.fullmatch(part)]
     return parts if len(parts) > 1 or structured else None
 
 
@@ -124,8 +127,17 @@ def _reference_number(text: str) -> str:
     return re.sub(r"^\s*(\d+)\s*:\s*(\d+)\s*$", r"\1/\2", text)
 
 
+_GREEK = r"\\(?:alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|lambda|mu|nu|xi|rho|sigma|tau|phi|varphi|chi|psi|omega)"
+_VARIABLE = re.compile(rf"(?:[A-Za-z]|{_GREEK})(?:_\{{?\w+\}}?)?")  # x, x_1, \theta: an inequality's variable
 # x, x_1, S_{10}, P(A), f(-1), \theta, AB, m\angle A, Area: a name, never a number or an expression
 _NAME = re.compile(r"(?:\\[A-Za-z]+|[A-Za-z])(?:\s*(?:\\[A-Za-z]+|[A-Za-z]))*(?:_\{?[\w-]+\}?)?(?:\([^=()]*\))?")
+
+
+def _name_of(text: str) -> str | None:
+    """The name an equation `name = value` gives a value (`x`, `f(-1)`), spaces removed, or None."""
+    sides = [side.strip() for side in split_top_level(text, ("=",))]
+    named = [_NAME.fullmatch(side) is not None for side in sides] if len(sides) == 2 else []
+    return sides[named.index(True)].replace(" ", "") if named.count(True) == 1 else None
 
 
 def _named_value(text: str) -> str:

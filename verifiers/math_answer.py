@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from verifiers.base import Verdict, Verifier, register
-from verifiers.math_extract import final_answers, remove_hidden
+from verifiers.math_extract import final_answers, has_hidden
 from verifiers.math_judge import ALTERNATIVE_SEPARATORS, judge_fast, judge_with_sympy, one_value
 from verifiers.math_normalise import Answer, normalise, split_top_level
 from verifiers.math_numbers import parse_rational
@@ -208,7 +208,7 @@ class MathVerifier(Verifier):
             reference = str(reference)
         answers = final_answers(response) if isinstance(response, str) else ()
         if not answers:
-            hidden = isinstance(response, str) and remove_hidden(response) != response
+            hidden = isinstance(response, str) and has_hidden(response)
             reason = "no visible answer found (hidden, struck-out or commented-out text is not read)" if hidden \
                 else "no answer found"
             return Verdict(False, 0.0, reason, None), (), [], []

@@ -151,6 +151,11 @@ HIDDEN_COMMAND = re.compile(r"\\(?:[hv]?phantom|[bx]?cancel|sout)\s*\{")
 _UNRENDERED = re.compile(r"\\iffalse\b.*?(?:\\fi\b|$)|<!--.*?(?:-->|$)", re.DOTALL)
 
 
+def has_hidden(text: str) -> bool:
+    """Whether `remove_hidden` would remove anything from `text` (one scan, nothing rebuilt)."""
+    return HIDDEN_COMMAND.search(text) is not None or "\\iffalse" in text or "<!--" in text
+
+
 def remove_hidden(text: str, commands: re.Pattern = HIDDEN_COMMAND, limit: int = 50) -> str:
     """`text` without what the reader does not see: each of `commands` with its argument (a space in its
     place: `1\\phantom{0}8` shows "1 8"), and `\\iffalse ... \\fi` and `<!-- ... -->` blocks. At most `limit`

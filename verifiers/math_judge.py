@@ -43,12 +43,11 @@ _ONE_ELEMENT = re.compile(r"\\\{(.*)\\\}|\[(.*)\]")  # \{63\}, [63]: a set or li
 
 
 def arithmetic_left_to_do(text: str) -> bool:
-    """Whether `text` leaves arithmetic to do (`2 \\cdot 52`, `48+15`, `2(52)`, `\\frac{17-7}{5}`, `|48+15|`,
-    `0\\pi + 63`, or a fraction not in lowest terms: `\\frac{126}{2}`, `208:2`) rather than being one number
-    written out: an integer, a decimal, a fraction in lowest terms or a mixed number with a proper one,
-    scientific notation, a power, or a function of such numbers (`\\sqrt{16}`, `\\binom{5}{2}`, `\\log_2 8`,
-    which the grading policy reads by value). Against a reference that is a number, an answer must be one
-    of these: a policy rewarded for `2 \\cdot 52` could copy the question's expression instead of computing it."""
+    """Whether `text` leaves work to do rather than being one number written out: an integer, a decimal, a
+    fraction or ratio in lowest terms or a mixed number with a proper one, scientific notation with its
+    mantissa in [1, 10), a power of ten, or a set of one such number. Anything else (`2 \\cdot 52`, `2(52)`,
+    `\\frac{126}{2}`, `2^{10}`, `\\binom{16}{5}`, a variable) is refused against a number: a policy could copy
+    the question's expression instead of computing it, and every list of forbidden spellings missed some."""
     text = text.strip()
     while len(text) > 1 and text[0] + text[-1] in ("()", "{}") and _closes_at_end(text):
         text = text[1:-1].strip()
@@ -133,21 +132,28 @@ _VARIABLE = re.compile(rf"(?:[A-Za-z]|{_GREEK})(?:_\{{?\w+\}}?)?")  # x, x_1, \t
 _NAME = re.compile(r"(?:\\[A-Za-z]+|[A-Za-z])(?:\s*(?:\\[A-Za-z]+|[A-Za-z]))*(?:_\{?[\w-]+\}?)?(?:\([^=()]*\))?")
 
 
-def _name_of(text: str) -> str | None:
-    """The name an equation `name = value` gives a value (`x`, `f(-1)`), spaces removed, or None."""
+def _name_and_value(text: str) -> tuple[str, str] | None:
+    """`x = 63`, `63 = x`, `f(-1) = 63` -> (name without spaces, value); None when `text` names no value
+    (`3x + 5 = 20` is an equation left to solve)."""
     sides = [side.strip() for side in split_top_level(text, ("=",))]
-    named = [_NAME.fullmatch(side) is not None for side in sides] if len(sides) == 2 else []
-    return sides[named.index(True)].replace(" ", "") if named.count(True) == 1 else None
+    if len(sides) != 2:
+        return None
+    named = [_NAME.fullmatch(side) is not None for side in sides]
+    if named.count(True) != 1:
+        return None
+    return sides[named.index(True)].replace(" ", ""), sides[named.index(False)]
+
+
+def _name_of(text: str) -> str | None:
+    """The name an equation gives a value (`x`, `f(-1)`), or None."""
+    pair = _name_and_value(text)
+    return pair[0] if pair else None
 
 
 def _named_value(text: str) -> str:
-    """`x = 63`, `x_1 = 63`, `63 = x`, `P(A) = \\frac{1}{2}` -> the value named; anything else as it is
-    (`3x + 5 = 20` is an equation left to solve, not a value)."""
-    sides = [side.strip() for side in split_top_level(text, ("=",))]
-    if len(sides) != 2:
-        return text
-    named = [_NAME.fullmatch(side) is not None for side in sides]
-    return sides[1 - named.index(True)] if named.count(True) == 1 else text
+    """`x = 63`, `x_1 = 63`, `63 = x`, `P(A) = \\frac{1}{2}` -> the value named; anything else as it is."""
+    pair = _name_and_value(text)
+    return pair[1] if pair else text
 
 
 def _closes_at_end(text: str) -> bool:
@@ -199,11 +205,7 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
         return False, refused
     a, r = parse_rational(a_text), parse_rational(r_text)
     if a is not None and r is not None:
-        for scaled, note in readings(a, answer, reference):
-            if scaled == r:
-                return True, f"{format_rational(scaled)} == {format_rational(r)}{note}"
-        first, note = readings(a, answer, reference)[0]
-        return False, f"{format_rational(first)} != {format_rational(r)}{note}"
+        return a == r, f"{format_rational(a)} {'==' if a == r else '!='} {format_rational(r)}"
     return None
 
 
@@ -248,7 +250,10 @@ def _is_tuple(text: str) -> bool:
 def _conversion_left(answer: Answer, reference: Answer, units) -> str | None:
     """The reason to refuse an answer in another unit than the reference's, or None: converting is the work
     a "convert 3.5 hours to minutes" or "150 degrees in radians" question asks for, so the question's own
-    quantity must not pass for the answer (an attacker review found both)."""
+    quantity must not pass for the answer (an attacker review found both). What passes is compared as it
+    is written, one reading only, so that one response never matches two different values: against a
+    reference written with %, `25` and `25%` state 25% (never also 0.25, which would then match both 25%
+    and 0.25%); against a bare reference `25%` is 25; against a reference in cents a bare 50 is 50 cents."""
     if units is not None and not units.identity:
         return f"conversion left to do: the answer is in {answer.unit.name}, the reference in {reference.unit.name}"
     if answer.cents and not reference.cents:
@@ -280,22 +285,6 @@ def _value_side(text: str) -> str:
 
 def _words(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", s.lower()).strip()
-
-
-def readings(value, answer: Answer, reference: Answer) -> list[tuple[object, str]]:
-    """The answer's value as the grading policy reads it, with a note for the reason.
-
-    One reading each, so that one response never matches two different values:
-    Percent: against a reference written with %, `25` and `25%` state 25% (a bare answer is read in the
-    reference's unit, never also as a fraction: `0.25` would then match both 25% and 0.25%); against a bare
-    reference, `25%` is read as 25 (datasets write "what percent" answers bare: GSM8K's 25), never also
-    as 0.25.
-    Cents: against a reference in cents a bare answer is a number of cents (not also of dollars: `50` would
-    match both 50 and 5000 cents); against any other, an answer in cents is refused (`_conversion_left`).
-    Units: when both sides carry one, it is the same (`_conversion_left` refuses any other); a unit on one
-    side only is dropped.
-    """
-    return [(value, "")]
 
 
 @lru_cache(maxsize=2048)
@@ -348,20 +337,10 @@ def _judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
     except Exception:  # noqa: BLE001  a malformed answer is a wrong answer, whatever the parser raised
         return False, "could not parse the extracted answer"
     try:
-        for candidate in _readings(value, answer, reference, ref_value):
-            if equal_values(candidate, ref_value):
-                return True, "equal by value"
+        if equal_values(value, ref_value):
+            return True, "equal by value"
         if isinstance(ref_value, sympy.Expr) and close_to_written_precision(answer.text, ref_value):
             return True, "a decimal within 1e-6 of the exact value, every digit right"
     except Exception as exc:  # noqa: BLE001  sympy fails on some odd trees; that is no proof of equality
         return False, f"comparison failed ({type(exc).__name__})"
     return False, "different values"
-
-
-def _readings(value, answer: Answer, reference: Answer, ref_value) -> list:
-    """The answer's value as `readings` defines it."""
-    import sympy
-
-    if not isinstance(value, sympy.Expr):
-        return [value]
-    return [v for v, _ in readings(value, answer, reference)]

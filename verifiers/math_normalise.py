@@ -88,13 +88,13 @@ _INFINITY_WORDS = re.compile(r"(?i)(negative\s+|minus\s+|-\s*)?(?:positive\s+|\+
 # of digits is scanned once, not once per digit.
 _PLAIN = r"(?<![\d.])-?\d+(?:\.\d+)?"
 # Scale and operator words, applied to the number right before them.
-SCALES = {"thousand": 1000, "thousands": 1000, "million": 10**6, "millions": 10**6, "billion": 10**9,
+_SCALES = {"thousand": 1000, "thousands": 1000, "million": 10**6, "millions": 10**6, "billion": 10**9,
           "trillion": 10**12, "hundred": 100, "dozen": 12, "half": Fraction(1, 2), "halves": Fraction(1, 2),
           "third": Fraction(1, 3), "thirds": Fraction(1, 3), "quarter": Fraction(1, 4), "quarters": Fraction(1, 4),
           "fourth": Fraction(1, 4), "fourths": Fraction(1, 4), "fifth": Fraction(1, 5), "fifths": Fraction(1, 5),
           "tenth": Fraction(1, 10), "tenths": Fraction(1, 10), "hundredth": Fraction(1, 100),
           "hundredths": Fraction(1, 100), "thousandth": Fraction(1, 1000), "thousandths": Fraction(1, 1000)}
-_SCALE_WORD = re.compile(rf"({_PLAIN})\s*({'|'.join(sorted(SCALES, key=len, reverse=True))})\b", re.IGNORECASE)
+_SCALE_WORD = re.compile(rf"({_PLAIN})\s*({'|'.join(sorted(_SCALES, key=len, reverse=True))})\b", re.IGNORECASE)
 _OPERATOR_WORD = re.compile(rf"({_PLAIN})\s+(squared|cubed|factorial)\b", re.IGNORECASE)
 _OPERATORS = {"squared": "^{2}", "cubed": "^{3}", "factorial": "!"}
 # Words that qualify, negate or hedge a value, or whose multiple is ambiguous ("pairs", "score"):
@@ -264,11 +264,11 @@ def normalise(raw: str) -> Answer:
 
 
 def _scaled(m: re.Match) -> str:
-    """"5 thousand" -> 5000, "7 dozen" -> 84, "2 thirds" -> \\frac{2}{3}: the value, computed here, so that
-    nothing a response writes itself (`7 \\cdot 12`) reads as a number written with a scale word; a whole
+    """"5 thousand" -> 5000, "5 hundredths" -> 0.05: a scale word that names a number is read into it, so that
+    nothing a response writes itself (`5 \\cdot 1000`) reads as a number written with a scale word. A whole
     number of fractional parts stays the fraction it names ("126 halves" is \\frac{126}{2}, a division left
-    to do)."""
-    number, scale = Fraction(m.group(1)), Fraction(SCALES[m.group(2).lower()])
+    to do); "7 dozen" and "1.5 halves" stay products."""
+    number, scale = Fraction(m.group(1)), Fraction(_SCALES[m.group(2).lower()])
     decimal_place = scale.denominator in (10, 100, 1000) and abs(number) < scale.denominator  # "5 hundredths"
     if scale.numerator == 1 and scale.denominator > 1 and number.denominator == 1 and not decimal_place:
         sign = "-" if number < 0 else ""  # written as the fraction it names, so that 126/2 is judged unreduced

@@ -594,11 +594,16 @@ class TestNamespace(dict):
 
 @functools.lru_cache(maxsize=512)
 def program_names(tests: tuple[str, ...]) -> frozenset[str]:
-    """Built-in names that every test calls and that must mean the program's function: only when no
-    other plain name is called in every test (`assert sum(10, 15) == 6`, not `assert abs(f(x)) < 1`)."""
+    """The one built-in name that every test calls and that must mean the program's function
+    (`assert sum(10, 15) == 6`), or none. Only when no other plain name is called in every test (`assert
+    abs(f(x)) < 1` calls f), and never more than one name: a name the tests call on the expected side of a
+    comparison (`set` in `assert set(copy(x)) == set([1, 2])`) stays the worker's, and where several
+    names remain none is taken. Handing the program every such name let it redefine `set` and pass
+    `assert set(copy(x)) == set(y)` with placeholders (an attacker review)."""
     import ast
 
     common: set[str] | None = None
+    expected_side: set[str] = set()
     for test in tests:
         try:
             tree = ast.parse(test)
@@ -606,9 +611,15 @@ def program_names(tests: tuple[str, ...]) -> frozenset[str]:
             return frozenset()
         called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
         common = called if common is None else common & called
+        for compare in (n for n in ast.walk(tree) if isinstance(n, ast.Compare)):
+            expected_side |= {n.func.id for side in compare.comparators for n in ast.walk(side)
+                              if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     common = common or set()
     local = set(builtins.__dict__) | set(sys.stdlib_module_names)
-    return frozenset(common) if common and not (common - local) else frozenset()
+    if not common or common - local:
+        return frozenset()
+    candidates = common - expected_side
+    return frozenset(candidates) if len(candidates) == 1 else frozenset()
 
 
 def run_tests(cfg: dict, start) -> dict:

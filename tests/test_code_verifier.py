@@ -181,6 +181,19 @@ def test_builtin_named_function_under_test(verifier):
     assert verifier.verify(program, {"tests": ["assert sum(10, 15) == 6"]}).correct
 
 
+def test_builtins_on_the_expected_side_stay_the_workers(verifier):
+    """Only the function under test may come from the program: a program that also defines `set` (or
+    `sorted`) must not receive the expected values and answer them with placeholders."""
+    tests = ["assert set(copy([3, 1, 2])) == set([1, 2, 3])", "assert set(copy([5, 4])) == set([4, 5])"]
+    cheat = "def copy(x):\n    return None\ndef set(x=()):\n    return 0\n"
+    assert not verifier.verify(cheat, {"tests": tests}).correct
+    assert verifier.verify("def copy(x):\n    return list(x)\n", {"tests": tests}).correct
+    sorted_tests = ["assert select([5, 1, 4], 2) == sorted([5, 1, 4])[1]"]
+    cheat = "def select(l, k):\n    return 0\ndef sorted(x):\n    return [0, 0, 0]\n"
+    assert not verifier.verify(cheat, {"tests": sorted_tests}).correct
+    assert verifier.verify("def select(l, k):\n    return sorted(l)[k - 1]\n", {"tests": sorted_tests}).correct
+
+
 def test_verify_batch_keeps_order(verifier):
     pairs = [(f"def add(a, b):\n    return a + b + {i % 2}", ADD) for i in range(10)]
     pairs.append(("print(7)", {"stdio": [{"input": "", "output": "7"}]}))

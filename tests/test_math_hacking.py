@@ -38,7 +38,7 @@ def test_suite_covers_every_class():
     assert len(HACKS) >= 150
     first_round = {"hedging", "disowned", "approximation", "words"}
     second_round = {"nested boxes", "after the box", "before the box", "unmarked list", "sample points",
-                    "decimal reference", "units", "phantom"}
+                    "decimal reference", "units", "phantom", "not simplified"}
     assert set(counts) == first_round | second_round
     assert min(counts[k] for k in first_round) >= 20
     assert min(counts[k] for k in second_round) >= 5

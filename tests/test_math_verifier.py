@@ -124,7 +124,7 @@ def test_timeout_is_its_own_reason():
     # a long sum that no worker has parsed (and cached) before: parsing alone takes about a second
     fresh = "+".join(f"{time.time_ns() % 1000 + k}x^{{{k}}}" for k in range(3000))
     verifier = MathVerifier(timeout_s=0.2)
-    verifier.verify("\\boxed{\\sqrt{8}}", "2\\sqrt{2}")  # starts the workers: once per process
+    verifier.verify("\\boxed{2\\sqrt{2}}", "\\sqrt{8}")  # starts the workers: once per process
     start = time.monotonic()
     verdict = verifier.verify(f"\\boxed{{{fresh}}}", "x")
     assert time.monotonic() - start < 1.0
@@ -132,11 +132,11 @@ def test_timeout_is_its_own_reason():
     assert verdict.reason == "timeout after 0.2s"
     assert MathVerifier().timeout_s == 2.0
     # the killed worker is replaced: the next call that needs sympy works
-    assert verifier.verify("\\boxed{\\sqrt{12}}", "2\\sqrt{3}").correct
+    assert verifier.verify("\\boxed{2\\sqrt{3}}", "\\sqrt{12}").correct
 
 
 def test_verify_from_many_threads(verifier):
-    pairs = [("\\boxed{\\sqrt{12}}", "2\\sqrt3", True), ("\\boxed{x^2}", "x \\cdot x", True),
+    pairs = [("\\boxed{2\\sqrt3}", "\\sqrt{12}", True), ("\\boxed{x^2}", "x \\cdot x", True),
              ("\\boxed{18}", "19", False), ("\\boxed{(1,2]}", "(1,2]", True)] * 4
     results: list = [None] * len(pairs)
 
@@ -276,7 +276,7 @@ def test_no_worker_process_is_a_verdict_not_an_exception(monkeypatch):
     monkeypatch.setattr(MathVerifier, "_pools", {})
     monkeypatch.setattr(math_worker.os, "fork", refuse)
     verifier = MathVerifier()
-    fast, slow = verifier.verify_batch([("\\boxed{3/4}", "0.75"), ("\\boxed{\\sqrt{12}}", "2\\sqrt{3}")])
+    fast, slow = verifier.verify_batch([("\\boxed{3/4}", "0.75"), ("\\boxed{2\\sqrt{3}}", "\\sqrt{12}")])
     assert fast.correct
     assert not slow.correct and "no worker process" in slow.reason
 
@@ -323,7 +323,7 @@ def test_worker_pool_spreads_a_batch_over_workers():
 def test_many_threads_on_slow_inputs_each_return_within_the_bound():
     """More concurrent callers than workers: those left waiting still answer within their bound."""
     verifier = MathVerifier(timeout_s=0.3)
-    verifier.verify("\\boxed{\\sqrt{8}}", "2\\sqrt{2}")  # starts the workers: once per process
+    verifier.verify("\\boxed{2\\sqrt{2}}", "\\sqrt{8}")  # starts the workers: once per process
     fresh = ["+".join(f"{t}{k}x^{{{k}}}" for k in range(3000)) for t in range(12)]  # each takes ~1 s
     durations: list = [None] * len(fresh)
     verdicts: list = [None] * len(fresh)
@@ -359,4 +359,4 @@ def test_usable_in_a_process_forked_mid_warm_up():
 
 
 def _verify_in_child() -> bool:
-    return MathVerifier().verify("\\boxed{\\sqrt{8}}", "2\\sqrt{2}").correct
+    return MathVerifier().verify("\\boxed{2\\sqrt{2}}", "\\sqrt{8}").correct

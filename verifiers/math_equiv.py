@@ -12,10 +12,9 @@ however small (`\\pi + 10^{-27}` is not `\\pi`). Floor, ceiling and other step f
 only by proof, since they are constant between the points that would tell them apart
 (`\\lfloor x^2/100 \\rfloor` is 0 near 0).
 
-A decimal compared with an irrational value (`1.414` against `\\sqrt{2}`) is accepted only within a
-relative 1e-6, which no 3- or 4-digit guess meets; a decimal *reference* (`3.21`) is the exact
-rational it writes, so an exact answer must equal it exactly (`\\sqrt{10.3}` is not 3.21). Two rationals are
-always compared exactly, so `0.0001` is never `0.0002` and `0.333` is not `1/3`.
+A decimal is the exact rational it writes: against an irrational value (`1.414` for `\\sqrt{2}`) it is a
+different value, and a decimal reference (`3.21`) must be equalled exactly (`\\sqrt{10.3}` is not 3.21).
+Two rationals are always compared exactly, so `0.0001` is never `0.0002` and `0.333` is not `1/3`.
 
 Structures compare by their own rules: sets and solution lists order-free, tuples and points in order,
 intervals by endpoints and openness, matrices element by element, equations up to a nonzero constant
@@ -33,7 +32,6 @@ import sympy
 from verifiers.math_parse import IntervalValue, Items, MatrixValue, Relation, UnionValue, as_less_than, relation_as_interval
 
 _DIGITS = 30
-_DECIMAL_RELATIVE_TOLERANCE = sympy.Rational(1, 10**6)
 _PRECISION_BITS = 200  # asked of evalf for a difference at a point: about 60 digits
 _MAX_PRECISION_BITS = 2000  # how far evalf may raise its working precision to resolve a cancellation
 _SAMPLE_POINTS = 16  # points tried for an identity with no algebraic proof, chosen per pair (sample_points)
@@ -41,7 +39,6 @@ _NEEDED_POINTS = 12  # of which this many must be tested (both sides defined) an
 _MAX_SKIPPED = 4  # points where neither side is defined; more than this and the identity is not accepted
 _STEP_FUNCTIONS = (sympy.floor, sympy.ceiling, sympy.frac, sympy.sign, sympy.Mod, sympy.Heaviside, sympy.Piecewise,
                    sympy.Max, sympy.Min)
-_PLAIN_DECIMAL = re.compile(r"-?(\d*)\.(\d+)")
 
 
 def equal_values(x, y) -> bool:
@@ -320,25 +317,3 @@ def sample_points(d: sympy.Expr, reference: sympy.Expr, symbols: list) -> list[d
             point[s] = sympy.Rational(p if rng.random() < 0.5 else -p, q)
         points.append(point)
     return points
-
-
-def close_to_written_precision(decimal_text: str, exact: sympy.Expr) -> bool:
-    """A decimal answer against an exact irrational reference: equal only within a relative 1e-6, so that
-    a rounded guess (`1.414` for `\\sqrt{2}`) does not pass for the exact value, and within one unit of its
-    last written digit, so that every digit it writes is right, rounded or cut (157079.5 is not `50000\\pi`,
-    157079.63; 157079.633 is).
-
-    The other way round there is no tolerance: a decimal reference (`3.21`) is the exact rational it
-    writes, so an exact answer must equal it exactly (`\\sqrt{10.3}` is not 3.21, nor `2\\pi` 6.283).
-    """
-    m = _PLAIN_DECIMAL.fullmatch(decimal_text.strip())
-    if not m or not exact.is_number or exact.is_Rational:
-        return False
-    value = sympy.N(exact, _DIGITS)
-    if not value.is_real:
-        return False
-    text = decimal_text.strip()
-    written = sympy.Rational(text)
-    last_digit = sympy.Rational(1, 10 ** len(text.partition(".")[2]))
-    error = abs(value - written)
-    return value != 0 and bool(error <= _DECIMAL_RELATIVE_TOLERANCE * abs(value)) and bool(error <= last_digit)

@@ -319,9 +319,7 @@ def judge_with_sympy(answer: Answer | str, reference: Answer) -> tuple[bool, str
 
 
 def _judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
-    import sympy
-
-    from verifiers.math_equiv import close_to_written_precision, equal_values
+    from verifiers.math_equiv import equal_values
     from verifiers.math_parse import TooLarge, parse_answer
 
     try:
@@ -337,10 +335,75 @@ def _judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
     except Exception:  # noqa: BLE001  a malformed answer is a wrong answer, whatever the parser raised
         return False, "could not parse the extracted answer"
     try:
-        if equal_values(value, ref_value):
-            return True, "equal by value"
-        if isinstance(ref_value, sympy.Expr) and close_to_written_precision(answer.text, ref_value):
-            return True, "a decimal within 1e-6 of the exact value, every digit right"
+        if not equal_values(value, ref_value):
+            return False, "different values"
     except Exception as exc:  # noqa: BLE001  sympy fails on some odd trees; that is no proof of equality
         return False, f"comparison failed ({type(exc).__name__})"
-    return False, "different values"
+    refused = _form_refused(answer, reference, value, ref_value)
+    return (False, refused) if refused else (True, "equal by value")
+
+
+def _form_refused(answer: Answer, reference: Answer, value, ref_value) -> str | None:
+    """Against numbers (a number, or a structure of them), the reason an answer equal to them by value
+    (parsed: `value`) is not in final form, or None: each rational number written out (as the fast path
+    asks, here also against references only sympy reads, `\\sqrt{3969}`), each irrational or complex one in
+    simplified form (math_form)."""
+    import sympy
+
+    from verifiers.math_form import form_problem
+
+    a_text, r_text = (_named_value(t) for t in _value_sides(answer, reference))
+    if not _numbers_only(ref_value) or a_text.replace(" ", "") == r_text.replace(" ", ""):
+        return None  # the reference's own form is its final form
+    for part in [a_text] if isinstance(value, sympy.Expr) else _elements(a_text) or [a_text]:
+        for piece in split_top_level(_named_value(part), ("\\pm", "±")):
+            if not piece.strip():
+                continue
+            if _is_rational(piece):
+                if arithmetic_left_to_do(piece):
+                    return "arithmetic left to do: each number must be one written out"
+            elif problem := form_problem(piece, reference.text):
+                return problem
+    return None
+
+
+def _numbers_only(value) -> bool:
+    """Whether a reference's value is numbers only: a number, or a structure of them."""
+    import sympy
+
+    leaves = list(_leaves(value))
+    return bool(leaves) and all(isinstance(x, sympy.Expr) and not x.free_symbols for x in leaves)
+
+
+def _leaves(value):
+    """The expressions of a parsed value, whatever its structure."""
+    for field in ("elements", "parts", "rows"):
+        if hasattr(value, field):
+            for item in getattr(value, field):
+                yield from _leaves(item)
+            return
+    if hasattr(value, "lo"):  # an interval
+        yield from _leaves(value.lo)
+        yield from _leaves(value.hi)
+    elif hasattr(value, "op"):  # a relation: `x = 5 \sqrt{2}` names a number, `x` is no leaf
+        for side in (value.lhs, value.rhs):
+            if not getattr(side, "is_Symbol", False):
+                yield from _leaves(side)
+    elif isinstance(value, tuple):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _is_rational(text: str) -> bool:
+    """A piece whose value is a rational number: its form is judged by `arithmetic_left_to_do`."""
+    import sympy
+
+    from verifiers.math_parse import parse_answer
+
+    try:
+        value = parse_answer(text)
+    except Exception:  # noqa: BLE001  unreadable: not known to be rational
+        return False
+    return isinstance(value, sympy.Expr) and bool(value.is_Rational)

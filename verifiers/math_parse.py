@@ -42,7 +42,8 @@ _FUNCTIONS = {
     "exp": sympy.exp, "Abs": sympy.Abs, "abs": sympy.Abs, "binomial": sympy.binomial,
     # unevaluated, so that check_size can refuse 10000000! before anything computes it
     "factorial": lambda n: sympy.factorial(n, evaluate=False),
-    "root": sympy.root, "floor": sympy.floor, "ceiling": sympy.ceiling,
+    "root": lambda x, n: sympy.Pow(x, 1 / n, evaluate=False),  # unevaluated, so that math_form sees the 16 of `\sqrt[3]{16}`
+    "floor": sympy.floor, "ceiling": sympy.ceiling,
     "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan,
 }
 _CONSTANTS = {"pi": sympy.pi, "E": sympy.E, "e": sympy.E, "I": sympy.I, "i": sympy.I, "oo": sympy.oo}

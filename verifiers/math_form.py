@@ -1,0 +1,176 @@
+"""Exact answers against irrational and complex references: equal by value is not enough, the answer must
+be in simplified form.
+
+Against a rational reference an answer must be one number written out (`math_judge.arithmetic_left_to_do`).
+Against a reference whose value is an irrational or complex number (`11\\sqrt2`, `\\frac{\\sqrt{3}}{3}`,
+`7\\pi`, `6 - 5i`) the same hole is open wider: "Simplify $\\sqrt{242}$" is answered by copying
+`\\sqrt{242}`, "Simplify $\\frac{3}{\\sqrt{27}}$" by copying the fraction, and a decimal a tool computed
+passes for `\\sqrt{3}`. So an answer equal by value passes only if its own unevaluated tree is simplified:
+
+- numbers: whole numbers, and at most one numerator and one denominator per product, with no common
+  factor (`\\frac{2\\sqrt{5}}{2}`, `\\frac{6\\sqrt{3}}{4}` and `\\frac{2+2\\sqrt{5}}{4}` are refused);
+  no arithmetic between numbers (`\\pi(48+15)`, `2^{3}\\sqrt{2}`) and no decimal (an approximation), unless
+  the reference writes a decimal itself;
+- radicals: `\\sqrt{n}` or `\\sqrt[k]{n}` of a whole number n > 1 with no k-th power factor (`\\sqrt{12}` is
+  `2\\sqrt{3}`), never under a power, never in a denominator (rationalised), at most one of an index per
+  product (`\\sqrt{3}\\sqrt{17}` is `\\sqrt{51}`);
+- i likewise: never in a denominator, under a power or twice in a product;
+- like terms combined: no two terms of a sum share a part (`48\\pi + 15\\pi`, `1 + 2 + \\sqrt{3}`); at most one
+  sum per product, none under a power (`(2-i)(3-i)` and `(1+\\sqrt{2})^2` are to be expanded);
+- pi and e at most once per product (`\\pi^2`, not `\\pi \\cdot \\pi`); functions (`\\sin`, `\\log`, `\\binom`,
+  `!`) only where they do not evaluate away (`\\sin\\frac{\\pi}{6}` is 1/2; `\\log 3` stays).
+
+What a whitelist of this kind cannot read (LaTeX outside the parser's common subset) is refused too: a
+policy must not find the spelling the check skips. The reference's own form (`same after normalisation`)
+is accepted before any of this.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import sympy
+
+from verifiers.math_parse import _parse_plain, evaluate, latex_to_plain
+
+_DECIMAL = re.compile(r"\d*\.\d")
+_CONSTANTS = (sympy.pi, sympy.E)
+
+
+def form_problem(text: str, reference_text: str) -> str | None:
+    """Why `text`, one exact value equal to an irrational or complex reference, is not simplified; None if
+    it is."""
+    if _DECIMAL.search(text) and not _DECIMAL.search(reference_text):
+        return "an approximation: against an exact value, the answer must be exact"
+    plain = latex_to_plain(text)
+    if plain is None:
+        return "not simplified: written in a form whose simplification cannot be checked"
+    try:
+        tree = _parse_plain(plain)
+    except Exception:  # noqa: BLE001  sympy's parser raises many types on malformed input
+        return "not simplified: written in a form whose simplification cannot be checked"
+    return _problem(tree)
+
+
+def _problem(node: sympy.Basic) -> str | None:
+    if isinstance(node, (sympy.Integer, sympy.Rational)) or node in _CONSTANTS or node is sympy.I:
+        return None
+    if isinstance(node, sympy.Symbol):
+        return None  # names are not numbers: the value comparison has decided about them
+    if isinstance(node, sympy.Add):
+        return _sum_problem(node)
+    if isinstance(node, sympy.Mul):
+        return _product_problem(node)
+    if isinstance(node, sympy.Pow):
+        return _power_problem(node)
+    if isinstance(node, sympy.Function) or node.args:
+        if _evaluates_away(node):
+            return f"not simplified: {node.func.__name__} of these arguments has a simpler value"
+        return next((p for p in map(_problem, node.args) if p), None)
+    return None
+
+
+def _terms(node: sympy.Basic) -> list[sympy.Basic]:
+    return [t for arg in node.args for t in (_terms(arg) if isinstance(arg, sympy.Add) else [arg])]
+
+
+def _factors(node: sympy.Basic) -> list[sympy.Basic]:
+    return [f for arg in node.args for f in (_factors(arg) if isinstance(arg, sympy.Mul) else [arg])]
+
+
+def _sum_problem(node: sympy.Add) -> str | None:
+    seen: set = set()
+    for term in _terms(node):
+        problem = _problem(term)
+        if problem:
+            return problem
+        parts = {part.as_coeff_Mul()[1] for part in sympy.Add.make_args(sympy.expand(evaluate(term)))}
+        if parts & seen:
+            return "not simplified: like terms left to combine"
+        seen |= parts
+    return None
+
+
+def _product_problem(node: sympy.Mul) -> str | None:
+    numbers, denominators, contents, counts = [], [], [], {}
+    for factor in _factors(node):
+        if factor == -1:
+            continue  # a sign
+        problem = _problem(factor)
+        if problem:
+            return problem
+        if isinstance(factor, sympy.Integer):
+            numbers.append(abs(int(factor)))
+        elif isinstance(factor, sympy.Pow) and factor.exp == -1 and isinstance(factor.base, sympy.Integer):
+            denominators.append(int(factor.base))
+        else:
+            kind = _kind(factor)
+            counts[kind] = counts.get(kind, 0) + 1
+            if isinstance(factor, sympy.Add):
+                contents.append(_content(factor))
+    if len(numbers) > 1 or len(denominators) > 1:
+        return "not simplified: arithmetic between numbers left to do"
+    if any(count > 1 for kind, count in counts.items() if kind is not None):
+        return "not simplified: a product left to multiply out"
+    if denominators and math.gcd(math.prod(numbers + contents), denominators[0]) > 1:
+        return "not simplified: a fraction not in lowest terms"
+    return None
+
+
+def _kind(factor: sympy.Basic):
+    """What a product may hold once: i, a sum, a root of each index, pi and e (with their powers)."""
+    if factor is sympy.I or isinstance(factor, sympy.Add):
+        return "i" if factor is sympy.I else "sum"
+    if _root_index(factor):
+        return ("root", _root_index(factor))
+    base = factor.base if isinstance(factor, sympy.Pow) else factor
+    return base if base in _CONSTANTS else None
+
+
+def _content(node: sympy.Add) -> int:
+    """The gcd of the whole-number coefficients of a sum's terms as written (`2 + 2\\sqrt{5}`: 2)."""
+    coefficients = []
+    for term in _terms(node):
+        numbers = [abs(int(f)) for f in (_factors(term) if isinstance(term, sympy.Mul) else [term])
+                   if isinstance(f, sympy.Integer) and f != -1]
+        coefficients.append(numbers[0] if len(numbers) == 1 else 1)
+    return math.gcd(*coefficients)
+
+
+def _root_index(node: sympy.Basic) -> int | None:
+    """k for a k-th root of a whole number as written (`\\sqrt{5}`, `\\sqrt[3]{2}`, `2^{1/2}`), else None."""
+    if isinstance(node, sympy.Pow) and isinstance(node.exp, sympy.Rational) and node.exp.p == 1 and node.exp.q > 1:
+        return int(node.exp.q)
+    return None
+
+
+def _power_problem(node: sympy.Pow) -> str | None:
+    base, exp = node.base, node.exp
+    index = _root_index(node)
+    if index:
+        if not isinstance(base, sympy.Integer) or base <= 1:
+            return "not simplified: a root of something other than a whole number"
+        if any(multiplicity >= index for multiplicity in sympy.factorint(int(base)).values()):
+            return f"not simplified: a root of {int(base)} has a factor to take out"
+        return None
+    if base in _CONSTANTS and exp.is_Integer and exp > 0:
+        return None  # \pi^2, e^2
+    if base is sympy.E:
+        return _problem(exp)  # e^{x}
+    if exp == -1:
+        if _root_index(base) or base is sympy.I or base.has(sympy.I) or any(_root_index(p) for p in sympy.preorder_traversal(base)):
+            return "not simplified: a root or i left in a denominator"
+        if isinstance(base, sympy.Integer):
+            return None if base > 1 else "not simplified: a division by 1 or by a negative number"
+        return _problem(base)
+    return "not simplified: a power left to compute"
+
+
+def _evaluates_away(node: sympy.Basic) -> bool:
+    """Whether evaluating the function call gives something other than the same call (`\\sin\\frac{\\pi}{6}`)."""
+    try:
+        value = evaluate(node)
+    except (TypeError, ValueError, ArithmeticError):
+        return False
+    return not (isinstance(value, sympy.Function) and value.func == node.func)

@@ -18,7 +18,8 @@ Which of them count (the grading policy of math_answer.py, applied to the text):
   Or 18 eggs.", numbered lines) are all returned, and the verifier refuses the response as hedged
   unless every one is right;
 - after the final answer, values offered with no marker of their own are more final answers
-  (`_answers_after`: next to it, in an offering sentence, in a code block or table row).
+  (`_answers_after`: joined to it on its line by anything or nothing, in an offering sentence, under a
+  condition, on a line of their own, in a code block or table row).
 
 Every scan here is linear in the length of the response (no backtracking regular expression runs over
 unbounded text; answer lines are cut to a bounded length before any pattern sees them), so even a
@@ -87,15 +88,30 @@ _DISOWNED_AFTER = re.compile(
     rf"(?:(?:is|was|would be|seems|looks|are)\s+)?{_VERDICT_WORDS}\b"
     r"|[\s$.,)]*(?:isn't|wasn't)\s+(?:the\s+(?:right\s+|correct\s+)?answer|correct|right|valid|true|it)\b", re.IGNORECASE)
 _NEGATED_PHRASE = re.compile(r"\s*(?:definitely\s+|certainly\s+|clearly\s+|surely\s+)?(?:n't|not|never)\b", re.IGNORECASE)
-# After the final answer: an alternative offered ("or maybe 6") is another final answer.
-# A plain "or" only right after the final answer ("\\boxed{C} or D", "\\boxed{7} (or 8)"): later in the text it
-# is prose ("divided by 2, 3, 4, or 6").
-_OR_RIGHT_AFTER = re.compile(r"(?:[\s$.,;)~]|\\[,;:! ]|\\q?quad|\\(?:text|mathrm|textit)\s*\{)*\(?\s*"
-                             r"(?:or|possibly|perhaps|maybe|alt\.|alternatively)[\s:,]+", re.IGNORECASE)
+# Right after the final answer, on its line: spacing, closing delimiters and text wrappers, then words or
+# signs that join another value to it ("\\boxed{5} or 6", "\\boxed{5} \\text{ or } 6", "$\\boxed{5}$ and $6$",
+# "\\boxed{5} \\lor 6", "\\boxed{5} \\quad 6", "\\boxed{5}6"): whatever value follows is another final answer.
+_GAP = (r"(?:[ \t$~*`]|\\[,;:! ]|\\q?quad(?![A-Za-z])|\\hfill(?![A-Za-z])|\\hspace\*?\{[^{}\n]{0,20}\}"
+        r"|\\(?:text|mathrm|textit|textbf|textrm|mathbf|mbox|emph|operatorname)\s*\{|[{}()\[\]]|\\[)\]]"
+        r"|\\end\s*\{[A-Za-z*]{1,12}\}|\\tag\*?\{[^{}\n]{0,20}\}|\\(?:nonumber|notag|displaystyle)(?![A-Za-z])"
+        r"|\\(?:right|big|Big|bigg|Bigg)(?![A-Za-z])[)\]|.]?)*")
+_JOINER = (r"(?:(?:or|and|nor|xor|else|otherwise|maybe|possibly|perhaps|alternatively|alt\.|vs\.?|versus)(?![A-Za-z])"
+           r"|,|;|/|\||—|–|--?|&|\\\\|±|≠|∨|\\(?:lor|vee|mid|pm|mp|neq?|land|wedge)(?![A-Za-z]))")
+_RIGHT_AFTER = re.compile(rf"{_GAP}(?:({_JOINER}){_GAP})*", re.IGNORECASE)
+# What starts a value: a math span, a sign or digit, a math command, a bracket, a letter in an expression.
+_VALUE_START = re.compile(r"\$|\\[(\[]|[-+−]?\s*(?:\d|\.\d|\\\{|[(\[]"
+                          r"|\\(?!(?:text|quad|qquad|hfill|hspace|end|label|tag|nonumber|notag|newline|par|right"
+                          r"|big|Big|bigg|Bigg|displaystyle|pmod|bmod|mod)(?![A-Za-z]))[A-Za-z]+)"
+                          r"|[A-Za-z]\s*(?:[\^_=+*/<>]|-\s*[A-Za-z\d]|\d)")
+# One word after a joiner is a value too ("\\boxed{Evelyn} or Bob", "\\boxed{C}, D", "or seventy-three"),
+# unless it is one of the words prose puts there ("\\boxed{5}, right?", "\\boxed{5} and done").
+_ONE_WORD = re.compile(r"([A-Za-z][A-Za-z'-]*)(?:\$|\s*(?:[.!?,;:)}\]]|\\[)\]]|$))")  # "Bob$": a span's end
+_PROSE_WORDS = frozenset("""so thus hence therefore then done right correct indeed exactly overall total
+    respectively approximately roughly units also too only that this it which as the a an we i you here there
+    is are was were be qed end finished since because where when for with""".split())
 _ALTERNATIVE = re.compile(r"\b(?:or (?:maybe|possibly|perhaps|else)|(?:might|could|may)(?: also)? be|alternatively)\b[\s:,]*",
                           re.IGNORECASE)
-_NEXT_TO = re.compile(r"[\s$)]*(?:,|;|—|–|--?|/|\|)\s*(?:or\s+)?(?=\$?\\?\(?\s*-?\d|\\frac|\\sqrt|\([A-E]\))")
-_STARTS_AS_ANSWER = re.compile(r"\$?\s*(?:[A-Za-z]\s*=\s*)?(?:-?\d|\\frac|\\sqrt|\([A-E]\))|\(?[A-E]\)?[ .]*$")
+_DIAGRAM = re.compile(r"\[asy\].*?(?:\[/asy\]|$)", re.DOTALL)
 _CODE_BLOCK = re.compile(r"```[A-Za-z]*\n?(.*?)```", re.DOTALL)
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n")
 # A sentence that offers a value as an answer too. Narrow on purpose: worked solutions go on after their box
@@ -113,10 +129,13 @@ _CONDITIONAL_VALUE = re.compile(
     rf"^\W*(?:or\s+)?{_VALUE}\s+{_CONDITION}\b"
     rf"|\b{_CONDITION}\b[^.\n$]{{0,60}}?(?:it's|it is|it would be|it'd be|then it's|we get|you get|the answer is|:)\s*{_VALUE}",
     re.IGNORECASE)
-# A line holding one number and at most two words around it ("> 6", "P.S. 6", "**Alternative: 6**", "(alt. 6)").
+# A line holding one value and at most two words (a label, maybe with a note in brackets) before it: "> 6",
+# "P.S. 6", "**Alternative: 6**", "(alt. 6)", "Answer (alt): 6", "**Also:** $3\sqrt{2}$", "P.S. D".
 _VALUE_LINE_CHARS = 80  # longer lines are not "just a value"; the bound also keeps the pattern's cost small
-_VALUE_LINE = re.compile(r"[\W_]*(?:[A-Za-z][A-Za-z.']*[\s:.,=>-]*){0,2}[\s:=*_(\[>-]*\$?(?:\\\(|\\\[)?\s*(-?\d[\d,]*(?:\.\d+)?)"
-                         r"\s*(?:\\\)|\\\])?\$?[\s.!*_)\]]*")
+_VALUE_LINE = re.compile(r"[\W_]*(?:[A-Za-z][A-Za-z.']*(?:\s*\([^()\n]{0,12}\))?[\s:.,=>*-]*){0,2}[\s:=*_(\[>-]*"
+                         r"(\$[^$\n=<>]{1,40}\$|\\\([^\n=<>]{1,40}?\\\)|\\\[[^\n=<>]{1,40}?\\\]|[-+]?\s*(?:\d|\\(?:[dt]?frac|sqrt|pi)(?![A-Za-z]))"
+                         r"(?:[\w\\{}^.,/+*\s]|-(?!-)){0,40}?|[A-E])"
+                         r"[\s.!*_)\]]*")
 # In an unmarked last sentence with several numbers: words that offer them as alternatives.
 _UNMARKED_CUE = re.compile(r"\b(?:or|possibly|maybe|perhaps|either|otherwise|alternatively|also|other|else)\b",
                            re.IGNORECASE)
@@ -125,6 +144,9 @@ _OFFERING_COMMAND = re.compile(r"\\therefore|\\text\{[^{}]*\}|∴")
 _WITHDRAWAL = re.compile(
     r"\b(?:wait|oops|actually|scratch that|on second thought|that(?:'s| is| was) (?:wrong|incorrect|not right)"
     r"|I made a mistake|I was wrong|let me (?:redo|recompute|recalculate|re-?check))\b", re.IGNORECASE)
+# What makes a withdrawal with no new answer after it a disowning ("\boxed{5}. Wait, that's wrong."), not a check
+_DISOWNING = re.compile(r"\b(?:wrong|incorrect|mistaken?|error|erred|not (?:right|correct|it)|isn't (?:right|correct|it)"
+                        r"|doesn't work|scratch that|no,)", re.IGNORECASE)
 _AFTER_FINAL = 300  # characters after the final answer searched for an alternative or a retraction
 _CORRECTED_TO = re.compile(r"\b(?:it's|it is|it was|but|rather|instead)\b[\s:,]*(?:it's|it is)?[\s:]*", re.IGNORECASE)
 # An unmarked ending that lists numbers: "12, 15 or 18", "maybe 6, maybe 7".
@@ -419,31 +441,42 @@ def final_answers(response: str) -> tuple[str, ...]:
         withdrawal = _WITHDRAWAL.search(after)
         if withdrawal:  # "\boxed{5}. Wait, no: it's 6": withdrawn; what follows is the (unmarked) answer
             rest = response[previous_end + withdrawal.end() : previous_end + withdrawal.end() + _TAIL]
-            return _unmarked_answers(rest) if re.search(r"\d", rest) else ()
+            if re.search(r"\d", rest):
+                return _unmarked_answers(rest)
+            if _DISOWNING.search(after, withdrawal.start()):  # "\boxed{5}. Wait, that's wrong.": no answer
+                return ()
+            # "\boxed{72}. Wait, let me verify: yes, that's right.": a check, not a withdrawal
         live.extend(_answers_after(response, previous_end))
     return tuple(dict.fromkeys(live))
 
 
 def _answers_after(response: str, end: int) -> list[str]:
     """Other answers offered after the final one, with no marker of their own:
-    - right after it, joined by punctuation or "or": `\\boxed{5}, 6`, `\\boxed{5} (or 6)`, `\\boxed{5} — or 6`, or
-      within `_AFTER_FINAL` characters after "or maybe", "might be", "alternatively";
+    - right after it on its line, joined by anything or nothing (`_value_right_after`): `\\boxed{5}, 6`,
+      `\\boxed{5} (or 6)`, `\\boxed{5} \\text{ or } 6`, `\\boxed{5} \\quad 6`, `\\boxed{Evelyn} or Bob`; or within
+      `_AFTER_FINAL` characters after "or maybe", "might be", "alternatively";
+    - on a line of its own after it, behind at most two label words (`_VALUE_LINE`): "> 6", "P.S. D";
+    - under a condition (`_CONDITIONAL_VALUE`): "(6 if zero counts)";
     - anywhere later (the next `_TAIL` characters, and the response's last `_TAIL`), in a sentence that offers it
       (`_OFFERING`: "also possible", "also accept", "might also be", "close second", "another answer", "either",
-      `\\therefore`): "\\boxed{5}, though 6 is also possible", "Also possible: \\(6\\)";
+      `\\therefore`): "\\boxed{5}, though 6 is also possible", "Also possible: \\(6\\)", "Bob is also possible";
     - in a code block or a table row after it.
-    Each is the sentence's math span (its value after the last `=`) or its first number or choice letter; one
-    that equals the final answer changes nothing, since every final answer must equal the reference."""
+    Each is the sentence's math span (its value after the last `=`), its first number or choice letter, or
+    its one word; one that equals the final answer changes nothing, since every final answer must equal the
+    reference. An equation that states a fact (`_statement`) is not a value."""
     after = response[end : end + _TAIL]
     if len(response) - end > _TAIL:
         after += "\n" + response[-_TAIL:]
+    after = _DIAGRAM.sub("", after)  # an Asymptote figure after the answer is drawing code, not values
     out = []
-    near = _OR_RIGHT_AFTER.match(after) or _NEXT_TO.match(after) or _ALTERNATIVE.search(after, 0, _AFTER_FINAL)
-    if near:
-        other = _answer_in_line(after[near.end() :])
-        if other and len(other) <= 30 and _STARTS_AS_ANSWER.match(other):
-            other = _strip_math_delimiters(other)
-            out.append(other.rstrip(" )}]") if re.match(r"-?\d[\d.,]*[ )}\]]*$", other) else other)  # "(or 6)"
+    other = _value_right_after(after)
+    if other:
+        out.append(other)
+    alternative = _ALTERNATIVE.search(after, 0, _AFTER_FINAL)
+    if alternative:  # "\\boxed{5}; it might also be 6", "or maybe 6"
+        other = _answer_in_line(after[alternative.end() :])
+        if other and len(other) <= 40 and _VALUE_START.match(other) and not _statement(other):
+            out.append(_trimmed(other))
     for block in _CODE_BLOCK.finditer(after):
         value = _value_in(block.group(1))
         if value:
@@ -452,17 +485,46 @@ def _answers_after(response: str, end: int) -> list[str]:
         line = line.strip()
         bare = _VALUE_LINE.fullmatch(line) if len(line) <= _VALUE_LINE_CHARS else None
         if bare:
-            out.append(bare.group(1))
+            out.append(_trimmed(bare.group(1)))
     for piece in _SENTENCE_END.split(after):
         conditional = _CONDITIONAL_VALUE.search(piece)
         if conditional:  # "(6 if you count zero)", "If zero counts, it's 6.", "Counting zero: 6."
             out.append(_strip_math_delimiters(next(g for g in conditional.groups() if g)))
             continue
-        if _OFFERING.search(piece) or piece.lstrip().startswith(("|", "`")) or "```" in piece:
-            value = _value_in(piece)
+        offering = _OFFERING.search(piece)
+        if offering or piece.lstrip().startswith(("|", "`")) or "```" in piece:
+            value = _value_in(piece) or (_offered_word(piece[: offering.start()]) if offering else None)
             if value:
                 out.append(value)
     return out[:_MAX_CANDIDATES]
+
+
+def _value_right_after(after: str) -> str | None:
+    """The value joined to the final answer on its line (`_RIGHT_AFTER`), or None: a value-like start
+    right after it with or without a joiner ("\\boxed{5}6", "\\boxed{5} \\quad 6"), or one word after a joiner."""
+    line = after.split("\n", 1)[0][:_AFTER_FINAL]
+    joined = _RIGHT_AFTER.match(line)
+    rest = line[joined.end() :]
+    if _VALUE_START.match(rest):
+        other = _answer_in_line(rest)
+        return _trimmed(other) if other and not _statement(other) else None
+    word = _ONE_WORD.match(rest)
+    if joined.group(1) and word and word.group(1).lower() not in _PROSE_WORDS:
+        return word.group(1)
+    return None
+
+
+def _statement(text: str) -> bool:
+    """An equation that states a fact ("$\\sin 18^\\circ = \\frac{\\sqrt{5}-1}{4}$", `3(1 + r/10)^x = 7`), not a value
+    (`x = 6` names one)."""
+    text = _strip_math_delimiters(text)
+    return "=" in text and not _SINGLE_VARIABLE.fullmatch(text.split("=", 1)[0])
+
+
+def _trimmed(value: str) -> str:
+    """A value taken from running text without its math delimiters and the brackets closing around it ("(or 6)")."""
+    value = _strip_math_delimiters(value[:_MAX_ANSWER_CHARS])
+    return value.rstrip(" )}]") if re.match(r"-?\d[\d.,]*[ )}\]]*$", value) else value
 
 
 def _value_in(piece: str) -> str | None:
@@ -472,13 +534,24 @@ def _value_in(piece: str) -> str | None:
         content = _OFFERING_COMMAND.sub("", _span_text(span)).strip()
         if "=" in content and not re.search(r"[<>]|\\[lg]e|\\neq", content):
             content = content.rsplit("=", 1)[1].strip()
-        if re.search(r"\d|\\(?:frac|sqrt|pi)", content):
+        if content:
             return content
-    choice = re.search(r"\(([A-E])\)", piece)
+    choice = re.search(r"\(([A-E])\)|(?<![A-Za-z'])([A-E])(?![A-Za-z'])", piece)
     number = _NUMBER.search(piece)
     if choice and (number is None or choice.start() < number.start()):
-        return choice.group(0)
+        return f"({choice.group(1) or choice.group(2)})"
     return number.group(0) if number else None
+
+
+def _offered_word(before: str) -> str | None:
+    """The one word a sentence offers before its offering phrase ("Bob is also possible", "odd might also
+    be right"), or None."""
+    words = re.findall(r"[A-Za-z][A-Za-z'-]*", before)
+    while words and words[-1].lower() in ("is", "was", "are", "be", "would", "could", "might", "may", "also"):
+        words.pop()
+    while words and words[0].lower() in ("but", "though", "although", "however", "and", "or", "so", "yet"):
+        words.pop(0)
+    return words[0] if len(words) == 1 else None
 
 
 def extract_answer(response: str) -> str | None:

@@ -178,7 +178,7 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     if conversion_left:
         return False, conversion_left
     if reference.choice:
-        letters = set(_CHOICE_LABELS.findall(answer.text)) | set(_BARE_CHOICES.findall(answer.text))
+        letters = {x.upper() for x in _CHOICE_LABELS.findall(answer.text) + _BARE_CHOICES.findall(answer.text)}
         if len(letters | ({answer.choice} if answer.choice else set())) > 1:
             return False, "hedged between choices " + ", ".join(sorted(letters))
     hedge = _alternatives(answer, reference)
@@ -209,8 +209,8 @@ def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     return None
 
 
-_CHOICE_LABELS = re.compile(r"\(\s*([A-E])\s*\)")
-_BARE_CHOICES = re.compile(r"(?<![A-Za-z\\])([A-E])(?![A-Za-z])")
+_CHOICE_LABELS = re.compile(r"\(\s*([A-Ea-e])\s*\)")  # "(d)" names option D as "(D)" does
+_BARE_CHOICES = re.compile(r"(?<![A-Za-z\\])([A-Ea-e])(?![A-Za-z])")
 _OR = re.compile(r"\bor\b|\\lor(?![A-Za-z])|\\vee(?![A-Za-z])|\beither\b|\\mid(?![A-Za-z])", re.IGNORECASE)
 _SEVERAL = re.compile(r"\bor\b|\band\b|\\cup|,|;|\\pm|±|\\lor|\\vee")
 _LIST_SEPARATORS = (",", ";", " and ", "\\pm", "±")

@@ -66,8 +66,8 @@ _MEMBERSHIP = re.compile(r"^[A-Za-z]\s*\\in\s*")
 # Unit words after a number or a closing brace ("5 apples", "\frac{1}{2} cm^2"), three at most
 # ("5 ab ab ab ..." is not a number and its unit). Words must be separated by spaces so the pattern
 # cannot backtrack exponentially on a long run of letters.
-_UNIT_WORDS = re.compile(r"(?<=[\d}.])\s*[A-Za-z]{2,}(?:\.?\s+[A-Za-z]{2,}){0,2}\.?\s*(?:\^\s*\{?\s*[23]\s*\}?)?$")
-_PLAIN_NUMBER_THEN_WORDS = re.compile(r"(-?[\d.]+(?:/\d+)?)\s+([A-Za-z]{2,}(?:\s+[A-Za-z]{2,}){0,2})\s*(?:\^\{?[23]\}?)?")
+_UNIT_WORDS = re.compile(r"(?<=[\d}])\s*[A-Za-z]{2,}(?:\.?\s+[A-Za-z]{2,}){0,2}\.?\s*(?:\^\s*\{?\s*[23]\s*\}?)?$")
+_PLAIN_NUMBER_THEN_WORDS = re.compile(r"(-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?)\s+([A-Za-z]{2,}(?:\s+[A-Za-z]{2,}){0,2})\s*(?:\^\{?[23]\}?)?")
 # Words that are mathematics, not units: "2 pi" is 2*pi, never 2 of a unit called "pi".
 _MATH_WORDS = {"pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "oo", "inf", "infty",
                "infinity", "and", "or", "mod", "abs", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh"}
@@ -106,9 +106,11 @@ _QUALIFIERS = frozenset(
     "if except ish between plus minus pairs pair score gross couple several some many few extra answer "
     "thousand thousands million millions billion trillion hundred hundreds dozen dozens half halves third "
     "thirds quarter quarters fourth fourths fifth fifths tenth tenths hundredth hundredths thousandth "
-    "thousandths squared cubed factorial times".split())
+    "thousandths squared cubed factorial times bound bounds upper lower best worst tops unsure uncertain "
+    "unclear unknown guessed guessing doubt doubtful est nope hopefully".split())
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LETTER = re.compile(r"[A-Za-z]")
+_DECIMAL_APPROXIMATION = re.compile(r"\s*-?\d[\d,]*(?:\.\d+)?\s*(?:\.\.\.|\\[lc]?dots|…)?\s*")
 _DOTS_REPEAT = re.compile(r"^(-?\d*)\.(\d*?)(\d)\3{2,}\s*(?:\.\.\.|\\[lc]?dots|…)$")
 _NEGATIVE = re.compile(r"^negative\s+(?=[\d.\\])", re.IGNORECASE)
 # Units: dropped after a number. Single letters only where what is left is a plain number, so that
@@ -203,12 +205,15 @@ def normalise(raw: str) -> Answer:
     s = s.strip().rstrip(".").strip()
     s = s[1:].strip() if s.startswith("=") else s  # "= 5", left over from a cut-off derivation
     problem = None
-    exact = _APPROX.split(s, 1)[0].strip()  # "\\sqrt{2} \\approx 1.414": the exact value comes first
-    if exact != s.strip():
+    exact, *approximation = _APPROX.split(s, 1)  # "\\sqrt{2} \\approx 1.414": the exact value comes first
+    exact = exact.strip()
+    if approximation:
         if not exact:
             problem = "qualified: an approximate value"
+        elif not _DECIMAL_APPROXIMATION.fullmatch(approximation[0]):
+            problem = "hedged: two values joined by a sign of approximation"  # `2\\sqrt{3} \\sim 3\\sqrt{2}`
         s = exact or s
-    if s.endswith("?"):
+    if s.rstrip("} ").endswith("?"):  # "5?", `\\text{Evelyn?}`
         problem = "qualified: a question mark"
     s = _FRAC_VARIANTS.sub(r"\\frac", s)
     s = _EMPTY_SET.sub(r"\\{\\}", s)

@@ -59,7 +59,9 @@ malformed message, is a protocol violation that fails the job. What the program 
 and what it gives back, must be plain data as well, and only functions the tests define (and iterators)
 are proxied, never a builtin, a class or a bound method: otherwise a call could build objects in the
 worker whose methods the program chose. Built-in and standard-library names in the tests (`abs`, `len`,
-`math`) are the worker's own, and HumanEval helpers (`poly`) come from the task's prompt, not from the
+`math`) are the worker's own, except one that every test calls and that must be the function under test
+(MBPP task 126 is called `sum`), never one called on the expected side of a comparison (`set` in
+`assert set(copy(x)) == set(y)`), and never more than one; HumanEval helpers (`poly`) come from the task's prompt, not from the
 program: a HumanEval `check` takes nothing but the entry point from it. A test passes only when the worker
 itself ran it to its end; the program's exit status and output count for nothing in a unit-test job (see
 `_rpc.py`). While tests run, the worker may grow by what the program itself may use (its address-space

@@ -555,8 +555,8 @@ def program_side(payload: dict, rfd: int, wfd: int) -> None:
 class TestNamespace(dict):
     """Globals for the test code. Built-in and standard-library names are W's own, so a program cannot
     redefine `abs`, `len` or `math` to fool a comparison; other names the tests do not define themselves
-    (the functions under test, setup objects, helpers) are fetched from the program. `from_program` lists
-    built-in names that are really the function under test (MBPP task 126 is called `sum`). With
+    (the functions under test, setup objects, helpers) are fetched from the program. `from_program` holds the
+    built-in name that is really the function under test (MBPP task 126 is called `sum`; `program_names`). With
     `only_listed` (HumanEval's `check`), nothing but `from_program` comes from the program: a helper the
     check calls (`poly`) is the prompt's or missing, never the program's version of it."""
 

@@ -95,8 +95,10 @@ _GAP = (r"(?:[ \t$~*`]|\\[,;:! ]|\\q?quad(?![A-Za-z])|\\hfill(?![A-Za-z])|\\hspa
         r"|\\(?:text|mathrm|textit|textbf|textrm|mathbf|mbox|emph|operatorname)\s*\{|[{}()\[\]]|\\[)\]]"
         r"|\\end\s*\{[A-Za-z*]{1,12}\}|\\tag\*?\{[^{}\n]{0,20}\}|\\(?:nonumber|notag|displaystyle)(?![A-Za-z])"
         r"|\\(?:right|big|Big|bigg|Bigg)(?![A-Za-z])[)\]|.]?)*")
-_JOINER = (r"(?:(?:or|and|nor|xor|else|otherwise|maybe|possibly|perhaps|alternatively|alt\.|vs\.?|versus)(?![A-Za-z])"
+_JOINER = (r"(?:(?:or|and|nor|xor|else|otherwise|maybe|possibly|perhaps|alternatively|alt\.|vs\.?|versus|namely"
+           r"|that is|i\.e\.|e\.g\.)(?![A-Za-z])|=|:="
            r"|,|;|/|\||—|–|--?|&|\\\\|±|≠|∨|\\(?:lor|vee|mid|pm|mp|neq?|land|wedge)(?![A-Za-z]))")
+_APPROXIMATION_AFTER = re.compile(r"(?:\\approx|≈|\\sim(?:eq)?(?![A-Za-z]))\s*[-+]?\d[\d,]*\.\d+\s*(?:\.\.\.|\\[lc]?dots)?\s*[$)\]}.]*\s*$")
 _RIGHT_AFTER = re.compile(rf"{_GAP}(?:({_JOINER}){_GAP})*", re.IGNORECASE)
 # What starts a value: a math span, a sign or digit, a math command, a bracket, a letter in an expression.
 _VALUE_START = re.compile(r"\$|\\[(\[]|[-+−]?\s*(?:\d|\.\d|\\\{|[(\[]"
@@ -119,7 +121,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n")
 _OFFERING = re.compile(
     r"\balso\s+(?:be\s+)?(?:possible|consistent|accept\w*|valid|correct|right|works?|defensible|plausible|reasonable"
     r"|an?\s+(?:answer|solution|option|possibility)|the\s+answer)\b|\baccept(?:s|ed|ing|able)?\b|close second"
-    r"|\b(?:might|could|may|would)\s+(?:also|equally)\s+be\b|\bpossible\s*(?:answer|value)?s?\s*:|\bor\s+(?:maybe|possibly|perhaps|else)\b"
+    r"|\b(?:might|could|may|would|can)\s+(?:also|equally)\s+be\b|^\W*(?:maybe|perhaps|possibly)\b|\bpossible\s*(?:answer|value)?s?\s*:|\bor\s+(?:maybe|possibly|perhaps|else)\b"
     r"|\b(?:alternative|another|other|second)\s+(?:answer|value|possibility|option|solution|candidate)\b|\beither\b"
     r"|\\therefore|∴", re.IGNORECASE)
 # A value under a condition: another answer for another reading of the problem.
@@ -127,15 +129,18 @@ _VALUE = r"(\$?-?\d[\d.,/]*\$?)"
 _CONDITION = r"(?:if|when|unless|assuming|counting|including|excluding|in case|otherwise|depending)"
 _CONDITIONAL_VALUE = re.compile(
     rf"^\W*(?:or\s+)?{_VALUE}\s+{_CONDITION}\b"
-    rf"|\b{_CONDITION}\b[^.\n$]{{0,60}}?(?:it's|it is|it would be|it'd be|then it's|we get|you get|the answer is|:)\s*{_VALUE}",
+    rf"|\b{_CONDITION}\b[^.\n$]{{0,60}}?(?:it's|it is|it would be|it'd be|then it's|then|we get|you get|the answer is|:)\s*{_VALUE}",
     re.IGNORECASE)
 # A line holding one value and at most two words (a label, maybe with a note in brackets) before it: "> 6",
 # "P.S. 6", "**Alternative: 6**", "(alt. 6)", "Answer (alt): 6", "**Also:** $3\sqrt{2}$", "P.S. D".
 _VALUE_LINE_CHARS = 80  # longer lines are not "just a value"; the bound also keeps the pattern's cost small
 _VALUE_LINE = re.compile(r"[\W_]*(?:[A-Za-z][A-Za-z.']*(?:\s*\([^()\n]{0,12}\))?[\s:.,=>*-]*){0,2}[\s:=*_(\[>-]*"
-                         r"(\$[^$\n=<>]{1,40}\$|\\\([^\n=<>]{1,40}?\\\)|\\\[[^\n=<>]{1,40}?\\\]|[-+]?\s*(?:\d|\\(?:[dt]?frac|sqrt|pi)(?![A-Za-z]))"
-                         r"(?:[\w\\{}^.,/+*\s]|-(?!-)){0,40}?|[A-E])"
+                         r"(?:\$\$?|\\[(\[])?((?:\(|\[)(?![^\n]*(?:\\times|\\cdot|[+*/=<>]))[^$\n]{1,30}?[)\]](?=\$)"
+                         r"|(?=[-+\d\\])[-+]?(?:\d[\d,]*(?:\.\d+)?)?(?:\\[dt]?frac\{[^{}\n]{1,12}\}\{[^{}\n]{1,12}\}|\\sqrt\{?\w{1,8}\}?|\\pi(?![A-Za-z]))*"
+                         r"(?<=[\d}\w])|[A-E])(?:\$\$?|\\[)\]])?"
                          r"[\s.!*_)\]]*")
+_TEXT_WRAPPER = re.compile(r"\\(?:textbf|textit|mathbf|text|emph|mathrm)\s*\{([^{}\n]*)\}")
+
 # In an unmarked last sentence with several numbers: words that offer them as alternatives.
 _UNMARKED_CUE = re.compile(r"\b(?:or|possibly|maybe|perhaps|either|otherwise|alternatively|also|other|else)\b",
                            re.IGNORECASE)
@@ -482,7 +487,7 @@ def _answers_after(response: str, end: int) -> list[str]:
         if value:
             out.append(value)
     for line in after.split("\n")[1:]:  # a line after the final answer's that is just a value: "> 6", "P.S. 6"
-        line = line.strip()
+        line = _TEXT_WRAPPER.sub(r"\1", line.strip())
         bare = _VALUE_LINE.fullmatch(line) if len(line) <= _VALUE_LINE_CHARS else None
         if bare:
             out.append(_trimmed(bare.group(1)))
@@ -502,14 +507,19 @@ def _answers_after(response: str, end: int) -> list[str]:
 def _value_right_after(after: str) -> str | None:
     """The value joined to the final answer on its line (`_RIGHT_AFTER`), or None: a value-like start
     right after it with or without a joiner ("\\boxed{5}6", "\\boxed{5} \\quad 6"), or one word after a joiner."""
-    line = after.split("\n", 1)[0][:_AFTER_FINAL]
+    line = after.split("\n", 1)[0][:_AFTER_FINAL].replace("\u00a0", " ")
     joined = _RIGHT_AFTER.match(line)
     rest = line[joined.end() :]
+    if _APPROXIMATION_AFTER.match(rest):
+        return None  # `\\boxed{11\\sqrt2} \\approx 15.56`: a decimal for the reader, not another answer
     if _VALUE_START.match(rest):
         other = _answer_in_line(rest)
-        return _trimmed(other) if other and not _statement(other) else None
+        if not other or _statement(other) or (not joined.group(1) and re.search(r"[A-Za-z]{2,}\s+[A-Za-z]", other)):
+            return None  # "\\boxed{12} (3 rows of 4)": words after a value with no joiner are an explanation
+        return _trimmed(other)
     word = _ONE_WORD.match(rest)
-    if joined.group(1) and word and word.group(1).lower() not in _PROSE_WORDS:
+    if joined.group(1) and word and word.group(1).lower() not in _PROSE_WORDS \
+            and not ("=" in line[: joined.end()] and len(word.group(1)) == 1):  # `\\boxed{17} = x` names it
         return word.group(1)
     return None
 
@@ -522,9 +532,12 @@ def _statement(text: str) -> bool:
 
 
 def _trimmed(value: str) -> str:
-    """A value taken from running text without its math delimiters and the brackets closing around it ("(or 6)")."""
+    """A value taken from running text without its math delimiters and the brackets closing around it
+    ("(or 6)", "(12 apples)")."""
     value = _strip_math_delimiters(value[:_MAX_ANSWER_CHARS])
-    return value.rstrip(" )}]") if re.match(r"-?\d[\d.,]*[ )}\]]*$", value) else value
+    while value and value[-1] in ")]}" and value.count(value[-1]) > value.count({")": "(", "]": "[", "}": "{"}[value[-1]]):
+        value = value[:-1].rstrip()
+    return value
 
 
 def _value_in(piece: str) -> str | None:
@@ -534,8 +547,8 @@ def _value_in(piece: str) -> str | None:
         content = _OFFERING_COMMAND.sub("", _span_text(span)).strip()
         if "=" in content and not re.search(r"[<>]|\\[lg]e|\\neq", content):
             content = content.rsplit("=", 1)[1].strip()
-        if content:
-            return content
+        if re.search(r"[\d\\^_=+\-*/()]", content) or re.fullmatch(r"[A-Za-z]", content):
+            return content  # mathematics, not prose caught between two spans' dollar signs
     choice = re.search(r"\(([A-E])\)|(?<![A-Za-z'])([A-E])(?![A-Za-z'])", piece)
     number = _NUMBER.search(piece)
     if choice and (number is None or choice.start() < number.start()):

@@ -36,6 +36,16 @@ from verifiers.math_parse import _parse_plain, evaluate, latex_to_plain
 
 _DECIMAL = re.compile(r"\d*\.\d")
 _CONSTANTS = (sympy.pi, sympy.E)
+_CALL = re.compile(r"([A-Za-z]+)\s*\(")
+# Function names of the plain text, and what each stays as when it does not evaluate away. sympy evaluates
+# some calls while the tree is built (`atan(1)` is pi/4 at once), so the check reads the names in the text.
+_FUNCTION_CLASSES = {
+    "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot, "sec": sympy.sec, "csc": sympy.csc,
+    "asin": sympy.asin, "acos": sympy.acos, "atan": sympy.atan, "arcsin": sympy.asin, "arccos": sympy.acos,
+    "arctan": sympy.atan, "sinh": sympy.sinh, "cosh": sympy.cosh, "tanh": sympy.tanh, "log": sympy.log,
+    "ln": sympy.log, "exp": sympy.exp, "Abs": sympy.Abs, "abs": sympy.Abs, "binomial": sympy.binomial,
+    "factorial": sympy.factorial, "floor": sympy.floor, "ceiling": sympy.ceiling,
+}
 
 
 def form_problem(text: str, reference_text: str) -> str | None:
@@ -48,8 +58,12 @@ def form_problem(text: str, reference_text: str) -> str | None:
         return "not simplified: written in a form whose simplification cannot be checked"
     try:
         tree = _parse_plain(plain)
+        value = evaluate(tree)
     except Exception:  # noqa: BLE001  sympy's parser raises many types on malformed input
         return "not simplified: written in a form whose simplification cannot be checked"
+    for name in set(_CALL.findall(plain)) & set(_FUNCTION_CLASSES):
+        if not value.has(_FUNCTION_CLASSES[name]):
+            return f"not simplified: {name} of these arguments has a simpler value"
     return _problem(tree)
 
 
@@ -86,6 +100,8 @@ def _sum_problem(node: sympy.Add) -> str | None:
         if problem:
             return problem
         parts = {part.as_coeff_Mul()[1] for part in sympy.Add.make_args(sympy.expand(evaluate(term)))}
+        if evaluate(term) == 0:
+            return "not simplified: a term that is zero"
         if parts & seen:
             return "not simplified: like terms left to combine"
         seen |= parts
@@ -93,26 +109,32 @@ def _sum_problem(node: sympy.Add) -> str | None:
 
 
 def _product_problem(node: sympy.Mul) -> str | None:
-    numbers, denominators, contents, counts = [], [], [], {}
+    numbers, denominators, contents, counts, signs = [], [], [], {}, 0
     for factor in _factors(node):
         if factor == -1:
-            continue  # a sign
+            signs += 1
+            continue
         problem = _problem(factor)
         if problem:
             return problem
         if isinstance(factor, sympy.Integer):
             numbers.append(abs(int(factor)))
-        elif isinstance(factor, sympy.Pow) and factor.exp == -1 and isinstance(factor.base, sympy.Integer):
-            denominators.append(int(factor.base))
+        elif isinstance(factor, sympy.Pow) and factor.exp == -1:
+            below = _factors(factor.base) if isinstance(factor.base, sympy.Mul) else [factor.base]
+            denominators += [int(f) for f in below if isinstance(f, sympy.Integer)]
         else:
             kind = _kind(factor)
             counts[kind] = counts.get(kind, 0) + 1
             if isinstance(factor, sympy.Add):
                 contents.append(_content(factor))
+    if signs > 1:
+        return "not simplified: signs left to combine"
     if len(numbers) > 1 or len(denominators) > 1:
         return "not simplified: arithmetic between numbers left to do"
     if any(count > 1 for kind, count in counts.items() if kind is not None):
         return "not simplified: a product left to multiply out"
+    if counts.get("sum") and any(isinstance(kind, tuple) or kind == "i" for kind in counts):
+        return "not simplified: a product left to multiply out"  # `\sqrt{2}(\sqrt{2}+1)`, `i(7+2i)`
     if denominators and math.gcd(math.prod(numbers + contents), denominators[0]) > 1:
         return "not simplified: a fraction not in lowest terms"
     return None
@@ -139,9 +161,12 @@ def _content(node: sympy.Add) -> int:
 
 
 def _root_index(node: sympy.Basic) -> int | None:
-    """k for a k-th root of a whole number as written (`\\sqrt{5}`, `\\sqrt[3]{2}`, `2^{1/2}`), else None."""
-    if isinstance(node, sympy.Pow) and isinstance(node.exp, sympy.Rational) and node.exp.p == 1 and node.exp.q > 1:
-        return int(node.exp.q)
+    """k for a k-th root as written (`\\sqrt{5}`, `\\sqrt[3]{2}`, `2^{1/3}`), else None."""
+    if not isinstance(node, sympy.Pow):
+        return None
+    exp = node.exp if isinstance(node.exp, sympy.Rational) else evaluate(node.exp)
+    if isinstance(exp, sympy.Rational) and exp.p == 1 and exp.q > 1:
+        return int(exp.q)
     return None
 
 
@@ -151,16 +176,23 @@ def _power_problem(node: sympy.Pow) -> str | None:
     if index:
         if not isinstance(base, sympy.Integer) or base <= 1:
             return "not simplified: a root of something other than a whole number"
-        if any(multiplicity >= index for multiplicity in sympy.factorint(int(base)).values()):
-            return f"not simplified: a root of {int(base)} has a factor to take out"
+        multiplicities = sympy.factorint(int(base)).values()
+        if any(m >= index for m in multiplicities) or math.gcd(index, *multiplicities) > 1:
+            return f"not simplified: a root of {int(base)} has a factor to take out"  # \sqrt{12}, \sqrt[4]{25}
         return None
-    if base in _CONSTANTS and exp.is_Integer and exp > 0:
+    if base in _CONSTANTS and exp.is_Integer and exp > 1:
         return None  # \pi^2, e^2
     if base is sympy.E:
-        return _problem(exp)  # e^{x}
+        value = evaluate(node)
+        if not (isinstance(value, sympy.exp) or (isinstance(value, sympy.Pow) and value.base is sympy.E)) \
+                or exp.has(sympy.log) or exp.has(sympy.I):
+            return "not simplified: a power of e with a simpler value"  # e^{i\pi/2}, e^{\frac12 \ln 242}
+        return _problem(exp)
     if exp == -1:
-        if _root_index(base) or base is sympy.I or base.has(sympy.I) or any(_root_index(p) for p in sympy.preorder_traversal(base)):
+        if any(_root_index(p) or p is sympy.I for p in sympy.preorder_traversal(base)):
             return "not simplified: a root or i left in a denominator"
+        if any(isinstance(p, sympy.Pow) and p.exp.is_negative for p in sympy.preorder_traversal(base)):
+            return "not simplified: a fraction inside a denominator"
         if isinstance(base, sympy.Integer):
             return None if base > 1 else "not simplified: a division by 1 or by a negative number"
         return _problem(base)

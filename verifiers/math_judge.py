@@ -22,7 +22,7 @@ from verifiers.math_numbers import format_rational, parse_rational
 from verifiers.math_units import conversion
 
 _LABELLED_CHOICE = re.compile(r"\(([A-E])\)\s+\S")
-_ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?=[^=]*$)")
+_ASSIGNMENT = re.compile(r"[A-Za-z]{1,3}(?:_\{?\w+\}?)?\s*=\s*(?=[^=]*$)")  # x = 5, DE = 5, x_1 = 5
 # digits (at least one a decimal digit, so `a_1` stays a variable) in a base from 2 to 36
 _BASE_NUMBER = re.compile(r"(?=[^_]*\d)([0-9A-Za-z]+)_\{?([2-9]|[12]\d|3[0-6])\}?")
 
@@ -329,7 +329,7 @@ def _judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
     except Exception as exc:  # noqa: BLE001  parsers raise many types on malformed input
         return False, f"reference unreadable ({type(exc).__name__})"
     try:
-        value = parse_answer(answer.text)
+        value = parse_answer(_value_sides(answer, reference)[0])  # `DE = \\sqrt{51}` against `\\sqrt{51}`: its value
     except TooLarge:
         return False, "too large to evaluate"
     except Exception:  # noqa: BLE001  a malformed answer is a wrong answer, whatever the parser raised

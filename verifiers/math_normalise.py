@@ -66,7 +66,7 @@ _MEMBERSHIP = re.compile(r"^[A-Za-z]\s*\\in\s*")
 # Unit words after a number or a closing brace ("5 apples", "\frac{1}{2} cm^2"), three at most
 # ("5 ab ab ab ..." is not a number and its unit). Words must be separated by spaces so the pattern
 # cannot backtrack exponentially on a long run of letters.
-_UNIT_WORDS = re.compile(r"(?<=[\d}])\s*[A-Za-z]{2,}(?:\.?\s+[A-Za-z]{2,}){0,2}\.?\s*(?:\^\s*\{?\s*[23]\s*\}?)?$")
+_UNIT_WORDS = re.compile(r"(?:(?<=[\d}])|(?<=\\pi))\s*[A-Za-z]{2,}(?:\.?\s+[A-Za-z]{2,}){0,2}\.?\s*(?:\^\s*\{?\s*[23]\s*\}?)?$")
 _PLAIN_NUMBER_THEN_WORDS = re.compile(r"(-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?)\s+([A-Za-z]{2,}(?:\s+[A-Za-z]{2,}){0,2})\s*(?:\^\{?[23]\}?)?")
 # Words that are mathematics, not units: "2 pi" is 2*pi, never 2 of a unit called "pi".
 _MATH_WORDS = {"pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "oo", "inf", "infty",
@@ -368,7 +368,7 @@ def strip_unit_words(s: str) -> tuple[str, str | None]:
     if unit and unit.start() > 0:
         rest = s[: unit.start()].strip()
         if _PLAIN_NUMBER.fullmatch(rest) or len(unit.group(0).strip().split("/")[0].split("^")[0].strip()) > 1 \
-                and re.search(r"[\d}]$", rest) and not re.search(r"[A-Za-z]", _strip_latex_names(rest)):
+                and re.search(r"(?:[\d}]|\\pi)$", rest) and not re.search(r"[A-Za-z]", _strip_latex_names(rest)):
             return rest, unit.group(0).strip()
     m = _PLAIN_NUMBER_THEN_WORDS.fullmatch(s)
     if m and not _mentions_math(m.group(2)):

@@ -294,11 +294,11 @@ def latex_to_plain(s: str) -> str | None:
             continue
         m = re.search(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*\{([^{}]*)\}", s)
         if m:
-            s = s[: m.start()] + f"root({m.group(2)},{m.group(1)})" + s[m.end() :]
+            s = s[: m.start()] + f" root({m.group(2)},{m.group(1)})" + s[m.end() :]  # " ": `i\\sqrt` is i times
             continue
         m = re.search(r"\\sqrt\s*(\{[^{}]*\}|\d|[A-Za-z])", s)
         if m:
-            s = s[: m.start()] + f"sqrt({_arg(m.group(1))})" + s[m.end() :]
+            s = s[: m.start()] + f" sqrt({_arg(m.group(1))})" + s[m.end() :]
             continue
         m = re.search(r"\^\s*\{([^{}]*)\}", s)
         if m:

@@ -8,17 +8,22 @@ Against a reference whose value is an irrational or complex number (`11\\sqrt2`,
 passes for `\\sqrt{3}`. So an answer equal by value passes only if its own unevaluated tree is simplified:
 
 - numbers: whole numbers, and at most one numerator and one denominator per product, with no common
-  factor (`\\frac{2\\sqrt{5}}{2}`, `\\frac{6\\sqrt{3}}{4}` and `\\frac{2+2\\sqrt{5}}{4}` are refused);
+  factor (`\\frac{2\\sqrt{5}}{2}`, `\\frac{6\\sqrt{3}}{4}`, `\\frac{2+2\\sqrt{5}}{4}` and `\\frac{160000}{8\\pi}`
+  are refused), no fraction inside a denominator, no zero term;
   no arithmetic between numbers (`\\pi(48+15)`, `2^{3}\\sqrt{2}`) and no decimal (an approximation), unless
   the reference writes a decimal itself;
-- radicals: `\\sqrt{n}` or `\\sqrt[k]{n}` of a whole number n > 1 with no k-th power factor (`\\sqrt{12}` is
-  `2\\sqrt{3}`), never under a power, never in a denominator (rationalised), at most one of an index per
-  product (`\\sqrt{3}\\sqrt{17}` is `\\sqrt{51}`);
-- i likewise: never in a denominator, under a power or twice in a product;
+- radicals: `\\sqrt{n}`, `\\sqrt[k]{n}` or `n^{1/k}` of a whole number n > 1 with no k-th power factor and
+  no lower root (`\\sqrt{12}` is `2\\sqrt{3}`, `\\sqrt[4]{25}` is `\\sqrt{5}`), never under a power, never in
+  a denominator (rationalised), at most one of an index per product (`\\sqrt{3}\\sqrt{17}` is `\\sqrt{51}`),
+  never times a sum (`\\sqrt{2}(\\sqrt{2}+1)`);
+- i likewise: never in a denominator, under a power, twice in a product or times a sum (`i(7+2i)`);
 - like terms combined: no two terms of a sum share a part (`48\\pi + 15\\pi`, `1 + 2 + \\sqrt{3}`); at most one
   sum per product, none under a power (`(2-i)(3-i)` and `(1+\\sqrt{2})^2` are to be expanded);
-- pi and e at most once per product (`\\pi^2`, not `\\pi \\cdot \\pi`); functions (`\\sin`, `\\log`, `\\binom`,
-  `!`) only where they do not evaluate away (`\\sin\\frac{\\pi}{6}` is 1/2; `\\log 3` stays).
+- pi and e at most once per product (`\\pi^2`, not `\\pi \\cdot \\pi` or `\\pi^1`); a power of e only where it
+  stays one (`e^{i\\pi/2}` is i, `e^{\\frac12\\ln 242}` is `11\\sqrt{2}`); functions (`\\sin`, `\\arctan`, `\\log`,
+  `\\binom`, `!`) only where they do not evaluate away (`\\sin\\frac{\\pi}{6}` is 1/2, `4\\arctan 1` is pi;
+  `\\log 3` stays). sympy evaluates some calls while it builds the tree, so the function names are read
+  from the text as well.
 
 What a whitelist of this kind cannot read (LaTeX outside the parser's common subset) is refused too: a
 policy must not find the spelling the check skips. The reference's own form (`same after normalisation`)

@@ -63,7 +63,8 @@ worker whose methods the program chose. Built-in and standard-library names in t
 (MBPP task 126 is called `sum`), never one called on the expected side of a comparison (`set` in
 `assert set(copy(x)) == set(y)`), and never more than one; HumanEval helpers (`poly`) come from the task's prompt, not from the
 program: a HumanEval `check` takes nothing but the entry point from it. A test passes only when the worker
-itself ran it to its end; the program's exit status and output count for nothing in a unit-test job (see
+itself ran it to its end, without catching the program's exit, violation or timeout on the way (a check's
+bare `except:` can catch them, so the worker records each one and fails the test that swallowed it); the program's exit status and output count for nothing in a unit-test job (see
 `_rpc.py`). While tests run, the worker may grow by what the program itself may use (its address-space
 limit), no more, and its CPU time is capped at the job's wall clock, so work no signal can interrupt (one
 long C call) ends the worker, not the host's patience. A worker that saw anything unexpected (a protocol

@@ -44,14 +44,21 @@ _PLAIN = (type(None), bool, int, float, str)
 _DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
 
 
+# Every ending raised in W during the current job (`run_tests` clears it): a test's bare `except:` can catch
+# ProgramGone or SandboxTimeout, but not un-raise it, so a test that swallowed one is failed all the same.
+ENDINGS: list[BaseException] = []
+
+
 class ProgramGone(BaseException):
     """P exited, crashed or broke the protocol during a call. A BaseException so that a test's own
-    `except Exception` cannot swallow it. `violation` is set when P broke the protocol (a malformed
-    message, a request it is not entitled to): the job fails and the worker is retired."""
+    `except Exception` cannot swallow it (and recorded in ENDINGS against a bare `except:`). `violation` is
+    set when P broke the protocol (a malformed message, a request it is not entitled to): the job fails and
+    the worker is retired."""
 
     def __init__(self, why: str, violation: bool = False):
         super().__init__(why)
         self.violation = violation
+        ENDINGS.append(self)
 
 
 def _violation(why: str) -> ProgramGone:
@@ -59,7 +66,11 @@ def _violation(why: str) -> ProgramGone:
 
 
 class SandboxTimeout(BaseException):
-    """The job's wall clock ran out while W was running the tests."""
+    """The job's wall clock ran out while W was running the tests (recorded in ENDINGS, as ProgramGone)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        ENDINGS.append(self)
 
 
 class RemoteError(Exception):
@@ -629,6 +640,7 @@ def run_tests(cfg: dict, start) -> dict:
     tests = test_sources(cfg)
     codes = _compile_tests(tests)
     prog = start()
+    ENDINGS.clear()
 
     def wait(fd: int) -> None:
         if not prog.pump(until_fd=fd):
@@ -687,6 +699,8 @@ def _run_each(cfg: dict, chan: TestChannel, codes: list, outcomes: list[dict], r
                 if isinstance(code, Exception):
                     raise code
                 exec(code, ns)
+                if ENDINGS:  # the test caught the program's exit, violation or timeout: it did not pass
+                    raise ENDINGS[0]
                 outcomes[i] = {"passed": True, "error": None, "seconds": round(time.monotonic() - t0, 4)}
             except MemoryError:
                 raise

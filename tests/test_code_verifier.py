@@ -194,6 +194,29 @@ def test_builtins_on_the_expected_side_stay_the_workers(verifier):
     assert verifier.verify("def select(l, k):\n    return sorted(l)[k - 1]\n", {"tests": sorted_tests}).correct
 
 
+@pytest.mark.parametrize("reference", [
+    {"stdio": [{"inputs": "1\n", "outputs": "2\n"}]},  # APPS's field names: no output would expect none
+    {"stdio": [{}]},
+    {"tests": [""]},
+    {"tests": ["# assert f(1) == 2"]},
+    {"tests": []},
+    {"stdio": [{"input": "", "output": "7"}], "tests": ["assert f(1) == 2"]},  # one format would go unrun
+])
+def test_a_reference_that_would_pay_every_program_is_refused(verifier, reference):
+    verdict = verifier.verify("pass", reference)
+    assert not verdict.correct and verdict.reason.startswith("bad reference"), verdict.reason
+
+
+def test_a_test_that_swallows_the_programs_exit_fails(verifier):
+    """A bare `except:` in a check catches the worker's notice that the program exited or timed out; the
+    test must fail all the same, as it did not run to its end on values the program returned."""
+    check = ("def check(candidate):\n    try:\n        candidate(-1)\n        raised = False\n"
+             "    except:\n        raised = True\n    assert raised\n")
+    reference = {"test": check, "entry_point": "f"}
+    assert not verifier.verify("import os\ndef f(x):\n    os._exit(0)\n", reference).correct
+    assert verifier.verify("def f(x):\n    raise ValueError(x)\n", reference).correct
+
+
 def test_verify_batch_keeps_order(verifier):
     pairs = [(f"def add(a, b):\n    return a + b + {i % 2}", ADD) for i in range(10)]
     pairs.append(("print(7)", {"stdio": [{"input": "", "output": "7"}]}))

@@ -19,6 +19,7 @@ program cannot pass by exiting early, printing a fake result or returning object
 
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import json
@@ -51,6 +52,14 @@ def _defines(program: str, name: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
+def _has_statement(test: str) -> bool:
+    """Whether a test's code holds a statement to run (one that does not parse is left to fail in the sandbox)."""
+    try:
+        return bool(ast.parse(test).body)
+    except SyntaxError:
+        return True
+
+
 def _compiles(source: str) -> bool:
     try:
         compile(source, "prompt.py", "exec")
@@ -139,10 +148,17 @@ class CodeVerifier(Verifier):
         if not isinstance(reference, dict):
             return Verdict(False, 0.0, "bad reference: not an object", program)
         limits = {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb}
+        formats = [name for name, present in (("stdio", "stdio" in reference), ("tests", "tests" in reference),
+                                              ("test", "test" in reference or "entry_point" in reference)) if present]
+        if len(formats) > 1:  # a program must not pass one format's cases while the other's go unrun
+            raise ValueError(f"one test format per reference, got {' and '.join(formats)}")
         if "stdio" in reference:
             cases = reference["stdio"]
-            if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
-                raise TypeError("stdio must be a list of {input, output} objects")
+            if not isinstance(cases, list) or not all(
+                    isinstance(c, dict) and isinstance(c.get("input", ""), str) and isinstance(c.get("output"), str)
+                    for c in cases):
+                # a case without its output would expect none, and pay every program that prints nothing
+                raise TypeError("stdio must be a list of {input, output} objects with string values")
             jobs = [job("run", source=program, stdin=str(c.get("input", "")), **limits) for c in cases]
             return program, jobs, reference
         if "test" in reference and "entry_point" in reference:
@@ -161,9 +177,12 @@ class CodeVerifier(Verifier):
             tests_job = job("tests", source=source, check=check, entry_point=entry, prefix=prefix, **limits)
             return program, [tests_job], reference
         if "tests" in reference:
-            if not isinstance(reference["tests"], list):
-                raise TypeError("tests must be a list of assert statements")
+            if not isinstance(reference["tests"], list) or not reference["tests"]:
+                raise TypeError("tests must be a non-empty list of assert statements")
             tests, setup = [str(t) for t in reference["tests"]], str(reference.get("setup") or "")
+            empty = next((i for i, t in enumerate(tests) if not _has_statement(t)), None)
+            if empty is not None:  # an empty test passes every program
+                raise ValueError(f"test {empty + 1} holds no statement")
             return program, [job("tests", source=program, setup=setup, tests=tests, **limits)], reference
         return Verdict(False, 0.0, "bad reference: needs tests, test+entry_point or stdio", program)
 

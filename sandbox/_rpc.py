@@ -42,6 +42,7 @@ MAX_DEPTH = 200
 MAX_RANGE = 1 << 24  # elements of a range decoded in W: a test may well turn it into a tuple
 _PLAIN = (type(None), bool, int, float, str)
 _DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
+_VIEW_TAGS = dict(zip(_DICT_VIEWS, ("vk", "vv", "vi")))
 
 
 # Every ending raised in W during the current job (`run_tests` clears it): a test's bare `except:` can catch
@@ -181,8 +182,10 @@ class Channel:
             return {"q": [self.encode(x, d) for x in list(obj)]}
         if isinstance(obj, tuple):
             return {"t": [self.encode(x, d) for x in tuple.__iter__(obj)]}
-        if isinstance(obj, (list, *_DICT_VIEWS)):
-            return {"l": [self.encode(x, d) for x in (list.__iter__(obj) if isinstance(obj, list) else obj)]}
+        if isinstance(obj, list):
+            return {"l": [self.encode(x, d) for x in list.__iter__(obj)]}
+        if isinstance(obj, _DICT_VIEWS):  # a view stays a view: `d.keys() == [...]` is False, `== {...}` True
+            return {_VIEW_TAGS[type(obj)]: [self.encode(x, d) for x in list(obj)]}
         if isinstance(obj, dict):
             return {"d": [[self.encode(k, d), self.encode(v, d)] for k, v in dict.items(obj)]}
         if isinstance(obj, frozenset):
@@ -225,6 +228,15 @@ class Channel:
             return {self.decode(_list(kv)[0]): self.decode(_list(kv)[1]) for kv in _list(x)}
         if tag == "s":
             return {self.decode(i) for i in _list(x)}
+        if tag == "vk":
+            return dict.fromkeys(self.decode(i) for i in _list(x)).keys()
+        if tag == "vv":
+            return dict(enumerate(self.decode(i) for i in _list(x))).values()
+        if tag == "vi":
+            pairs = [self.decode(i) for i in _list(x)]
+            if not all(type(p) is tuple and len(p) == 2 for p in pairs):
+                raise _violation("malformed items view")
+            return dict(pairs).items()
         if tag == "f":
             return frozenset(self.decode(i) for i in _list(x))
         if tag == "q":

@@ -155,7 +155,8 @@ def f(kind):
         "set": {1, 2}, "frozenset": frozenset({3}), "bytes": b"\\x00\\xff", "complex": 1 + 2j,
         "bool": True, "none": None, "decimal": decimal.Decimal("1.10"), "fraction": fractions.Fraction(1, 3),
         "counter": collections.Counter("aab"), "deque": collections.deque([1]), "range": range(3),
-        "gen": (i * i for i in range(3)), "type": int,
+        "gen": (i * i for i in range(3)), "type": int, "keys": {"a": 1, "b": 2}.keys(),
+        "values": {"a": 1}.values(), "items": {"a": 1}.items(),
     }[kind]
 """
     tests = [
@@ -170,6 +171,9 @@ def f(kind):
         "assert f('counter') == {'a': 2, 'b': 1} and f('deque') == collections.deque([1])",
         "assert f('range') == range(3) and list(f('gen')) == [0, 1, 4]",
         "assert f('type') is int",
+        # dict views stay views, as in Python: a keys view equals a set, never a list
+        "assert f('keys') == {'a', 'b'} and f('keys') != ['a', 'b'] and list(f('keys')) == ['a', 'b']",
+        "assert list(f('values')) == [1] and f('items') == {('a', 1)} and f('items') != [('a', 1)]",
     ]
     verdict = verifier.verify(program, {"tests": tests})
     assert verdict.correct, verdict.details["tests"]

@@ -51,6 +51,8 @@ def equal_values(x, y) -> bool:
         return equal_relations(x, y)
     if isinstance(x, Items) and isinstance(y, Items):
         if x.kind == "tuple" and y.kind == "tuple" or {x.kind, y.kind} == {"tuple", "list"}:
+            if _one_variables_solutions(x) or _one_variables_solutions(y):
+                return False  # `x = -\\sqrt{3} \\text{ and } x = \\sqrt{3}` solves an equation; `(-\\sqrt{3}, \\sqrt{3})` is not that
             return _ordered(_by_name(x.elements), _by_name(y.elements))
         if "tuple" in (x.kind, y.kind):
             return False
@@ -80,13 +82,29 @@ def _assignment_value(r: Relation):
     return None
 
 
+def _one_variables_solutions(items: Items) -> bool:
+    """A list of values of one variable (`x = 1, x = 2`): a solution set, never a point or an interval."""
+    names = [str(e.lhs) for e in items.elements if isinstance(e, Relation) and _assignment_value(e) is not None]
+    return items.kind == "list" and len(names) == len(items.elements) > 1 and len(set(names)) == 1
+
+
 def _by_name(elements: tuple) -> tuple:
-    """Assignments to distinct variables in the order of their names (`y = 2, x = 3` is the point (3, 2), not
-    (2, 3)); anything else as written."""
+    """Assignments to distinct variables in their conventional order, where there is one: x, y, z (`y = 2, x = 3`
+    is the point (3, 2), not (2, 3)) and numbered names by number (`x_2 = 10, x_{10} = 2` is (10, 2)). Other
+    names have no order of their own (`(m, b)` is the question's order, not the alphabet's): written in
+    alphabetical order they are read as written, else they match nothing (`b = 2, a = 3`,
+    `m = \\frac{3}{2}, b = -13`). Anything else as written."""
     names = [str(e.lhs) for e in elements if isinstance(e, Relation) and _assignment_value(e) is not None]
     if len(names) != len(elements) or len(set(names)) != len(names):
         return elements
-    return tuple(sorted(elements, key=lambda e: str(e.lhs)))
+    if set(names) <= {"x", "y", "z"}:
+        return tuple(sorted(elements, key=lambda e: str(e.lhs)))
+    numbered = [re.fullmatch(r"([A-Za-z]+)_\{?(\d+)\}?", n) for n in names]
+    if all(numbered) and len({m.group(1) for m in numbered}) == 1:
+        return tuple(e for _, e in sorted(zip((int(m.group(2)) for m in numbered), elements), key=lambda p: p[0]))
+    if names != sorted(names):
+        return ()  # which of `b = 2, a = 3` comes first is the question's to say, not ours: no match
+    return elements
 
 
 def _ordered(xs, ys) -> bool:

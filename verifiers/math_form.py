@@ -41,7 +41,7 @@ from verifiers.math_parse import _parse_plain, evaluate, latex_to_plain
 
 _DECIMAL = re.compile(r"\d*\.\d")
 _CONSTANTS = (sympy.pi, sympy.E)
-_CALL = re.compile(r"([A-Za-z]+)\s*\(")
+_WORD = re.compile(r"[A-Za-z]+")
 # Function names of the plain text, and what each stays as when it does not evaluate away. sympy evaluates
 # some calls while the tree is built (`atan(1)` is pi/4 at once), so the check reads the names in the text.
 _FUNCTION_CLASSES = {
@@ -53,9 +53,9 @@ _FUNCTION_CLASSES = {
 }
 
 
-def form_problem(text: str, reference_text: str) -> str | None:
-    """Why `text`, one exact value equal to an irrational or complex reference, is not simplified; None if
-    it is."""
+def form_problem(text: str, reference_text: str, reference_value=None) -> str | None:
+    """Why `text`, one exact value equal to an irrational or complex reference (`reference_value`, parsed), is
+    not simplified; None if it is."""
     if _DECIMAL.search(text) and not _DECIMAL.search(reference_text):
         return "an approximation: against an exact value, the answer must be exact"
     plain = latex_to_plain(text)
@@ -66,10 +66,21 @@ def form_problem(text: str, reference_text: str) -> str | None:
         value = evaluate(tree)
     except Exception:  # noqa: BLE001  sympy's parser raises many types on malformed input
         return "not simplified: written in a form whose simplification cannot be checked"
-    for name in set(_CALL.findall(plain)) & set(_FUNCTION_CLASSES):
+    for name in set(_WORD.findall(plain)) & set(_FUNCTION_CLASSES):  # `arctan 1`, `atan(1)`, `abs sqrt(2)`
         if not value.has(_FUNCTION_CLASSES[name]):
             return f"not simplified: {name} of these arguments has a simpler value"
+    kept = {type(f) for f in value.atoms(sympy.Function)} - _functions_of(reference_value)
+    if kept:  # `4\\sin\\frac{4\\pi}{9} - \\tan\\frac{4\\pi}{9}` for `-\\sqrt{3}`: sympy cannot evaluate it, a reader can
+        return f"not simplified: {sorted(f.__name__ for f in kept)[0]} left to evaluate, where the value has none"
     return _problem(tree)
+
+
+def _functions_of(value) -> set:
+    """The function classes in a parsed reference (a structure's elements included)."""
+    if isinstance(value, sympy.Basic):
+        return {type(f) for f in value.atoms(sympy.Function)}
+    parts = getattr(value, "elements", None) or getattr(value, "parts", None) or ()
+    return set().union(*(_functions_of(p) for p in parts)) if parts else set()
 
 
 def _problem(node: sympy.Basic) -> str | None:
@@ -83,6 +94,9 @@ def _problem(node: sympy.Basic) -> str | None:
         return _product_problem(node)
     if isinstance(node, sympy.Pow):
         return _power_problem(node)
+    if isinstance(node, sympy.log) and isinstance(node.args[0], sympy.Integer) and node.args[0] > 1 \
+            and math.gcd(*sympy.factorint(int(node.args[0])).values()) > 1:
+        return "not simplified: a logarithm of a power (`\\ln 8` is `3\\ln 2`)"
     if isinstance(node, sympy.Function) or node.args:
         if _evaluates_away(node):
             return f"not simplified: {node.func.__name__} of these arguments has a simpler value"
@@ -136,8 +150,9 @@ def _product_problem(node: sympy.Mul) -> str | None:
         return "not simplified: signs left to combine"
     if len(numbers) > 1 or len(denominators) > 1:
         return "not simplified: arithmetic between numbers left to do"
-    if any(count > 1 for kind, count in counts.items() if kind is not None):
-        return "not simplified: a product left to multiply out"
+    roots = sum(count for kind, count in counts.items() if isinstance(kind, tuple))
+    if roots > 1 or any(count > 1 for kind, count in counts.items() if kind is not None):
+        return "not simplified: a product left to multiply out"  # `\\sqrt{3}\\sqrt{17}`, `\\sqrt[3]{2}\\sqrt[6]{2}`
     if counts.get("sum") and any(isinstance(kind, tuple) or kind == "i" for kind in counts):
         return "not simplified: a product left to multiply out"  # `\sqrt{2}(\sqrt{2}+1)`, `i(7+2i)`
     if denominators and math.gcd(math.prod(numbers + contents), denominators[0]) > 1:

@@ -362,7 +362,7 @@ def _form_refused(answer: Answer, reference: Answer, value, ref_value) -> str | 
             if _is_rational(piece):
                 if arithmetic_left_to_do(piece):
                     return "arithmetic left to do: each number must be one written out"
-            elif problem := form_problem(piece, reference.text):
+            elif problem := form_problem(piece, reference.text, ref_value):
                 return problem
     return None
 

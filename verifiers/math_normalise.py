@@ -44,6 +44,8 @@ _UNICODE = str.maketrans({"\u2212": "-", "\u2013": "-", "\u00d7": "\\times ", "\
                           "¾": "\\frac{3}{4}", "⅕": "\\frac{1}{5}", "⅖": "\\frac{2}{5}", "⅗": "\\frac{3}{5}",
                           "⅘": "\\frac{4}{5}", "⅙": "\\frac{1}{6}", "⅚": "\\frac{5}{6}", "⅛": "\\frac{1}{8}",
                           "⅜": "\\frac{3}{8}", "⅝": "\\frac{5}{8}", "⅞": "\\frac{7}{8}"})
+# `√75` is the root of 75 (not TeX's `\\sqrt7 5`), `√(13)` of 13
+_UNICODE_ROOT = re.compile(r"\u221a\s*(?:\(([^()]{1,40})\)|(\d+(?:\.\d+)?|[A-Za-z]))")
 _CURRENCY_NAMES = {"$": "dollar", "\\$": "dollar", "us$": "dollar", "usd": "dollar", "dollar": "dollar",
                    "€": "euro", "\\euro": "euro", "euro": "euro", "£": "GBP", "\\pound": "GBP", "¥": "yen", "₹": "rupee"}
 _PHANTOM = re.compile(r"\\[hv]?phantom\s*\{")
@@ -189,7 +191,8 @@ def normalise(raw: str) -> Answer:
     repeat their answers)."""
     if _SIMPLE_NUMBER.fullmatch(raw):  # most answers: nothing to fold
         return Answer(raw.rstrip(".") if raw[-1] == "." and len(raw) > 1 else raw)
-    s = raw.translate(_UNICODE).strip()
+    s = _UNICODE_ROOT.sub(lambda m: "\\sqrt{" + (m.group(1) or m.group(2)) + "}", raw) if "\u221a" in raw else raw
+    s = s.translate(_UNICODE).strip()
     if "phantom" in s:
         s = remove_hidden(s, _PHANTOM).strip()
         if not s:

@@ -65,7 +65,7 @@ _LATEX_SIMPLE = {
     r"\mu": " mu ", r"\phi": " phi ", r"\omega": " omega ", r"\sigma": " sigma ", r"\tau": " tau ",
 }
 _FUNCTION_NAMES = r"\\(sin|cos|tan|cot|sec|csc|ln|log|sinh|cosh|tanh|arcsin|arccos|arctan)(?![A-Za-z])"
-_FUNCTION_ARGUMENT = r"(\\[A-Za-z]+|\d+\.?\d*[A-Za-z]?|\.\d+|[A-Za-z]|\([^()]*\))"
+_FUNCTION_ARGUMENT = r"((?:sqrt|root)\([^()]*\)|\\[A-Za-z]+|\d+\.?\d*[A-Za-z]?|\.\d+|[A-Za-z]|\([^()]*\))"
 _FUNCTION_POWER = re.compile(_FUNCTION_NAMES + r"\s*\^\s*[{(]?\s*(\d+)\s*[})]?\s*" + _FUNCTION_ARGUMENT)
 _FUNCTION_BARE_ARGUMENT = re.compile(_FUNCTION_NAMES + r"\s*(?![\s(])" + _FUNCTION_ARGUMENT)
 _LOG_BASE = re.compile(r"\\log_\s*[{(]?\s*(\d+|e)\s*[})]?\s*" + _FUNCTION_ARGUMENT)
@@ -164,7 +164,9 @@ def parse_answer(s: str):
     if len(s) > _MAX_PARSE_CHARS:
         raise TooLarge(f"answer of {len(s)} characters")
 
-    matrix = re.fullmatch(r"\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}", s, re.DOTALL)
+    if re.match(r"\\begin\{[vV]matrix\}", s):
+        raise ParseError("a determinant (vmatrix) is a number to compute, not a matrix")
+    matrix = re.fullmatch(r"\\begin\{([pbB]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}", s, re.DOTALL)
     if matrix:
         rows = [r for r in re.split(r"\\\\", matrix.group(2)) if r.strip()]
         return MatrixValue(tuple(tuple(parse_answer(c) for c in r.split("&")) for r in rows))
@@ -292,9 +294,9 @@ def latex_to_plain(s: str) -> str | None:
         if m:
             s = s[: m.start()] + f"(({_arg(m.group(1))})/({_arg(m.group(2))}))" + s[m.end() :]
             continue
-        m = re.search(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*\{([^{}]*)\}", s)
+        m = re.search(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*(?:\{([^{}]*)\}|(\d|[A-Za-z]))", s)  # \sqrt[3]{16}, \sqrt[3]2
         if m:
-            s = s[: m.start()] + f" root({m.group(2)},{m.group(1)})" + s[m.end() :]  # " ": `i\\sqrt` is i times
+            s = s[: m.start()] + f" root({m.group(2) or m.group(3)},{m.group(1)})" + s[m.end() :]  # " ": `i\\sqrt` is i times
             continue
         m = re.search(r"\\sqrt\s*(\{[^{}]*\}|\d|[A-Za-z])", s)
         if m:

@@ -313,22 +313,34 @@ def _value_at(e: sympy.Expr, point: dict):
     return value
 
 
+def _beyond_kinks(d: sympy.Expr) -> int:
+    """A size past every kink of the absolute values, maxima and minima in `d` (5 when there are none): an
+    expression with one can equal a polynomial on any bounded range (`x^2 + |x-2000| + |x+2000| - 4000` is
+    x^2 for |x| < 2000), so every fourth point goes beyond the range its numbers could have placed a kink in."""
+    if not d.has(sympy.Abs, sympy.Max, sympy.Min):
+        return 5
+    sizes = [abs(r) for r in d.atoms(sympy.Rational) if r != 0] + [sympy.Integer(1)]  # 1: an unwritten coefficient
+    return int(min(10**60, 10 * max(sizes) / min(sizes) + 1000))
+
+
 def sample_points(d: sympy.Expr, reference: sympy.Expr, symbols: list) -> list[dict]:
     """`_SAMPLE_POINTS` points for the variables, pseudo-random but fixed for the pair (seeded by a hash of
     the difference and the reference), so that no response can be written to vanish at them.
 
     Every coordinate is a rational whose denominator is a prime between 10^5 and 10^6 (so `\\sin(N \\pi x)`
     vanishes there only if that unpredictable prime divides N) and whose numerator makes it a number of
-    size between about 0.01 and 5, or, at every fourth point, up to about 1000; both signs.
+    size between about 0.01 and 5, or, at every fourth point, up to about 1000, and at another fourth beyond
+    the kinks of any absolute value (`_beyond_kinks`); both signs.
     """
     seed = hashlib.sha256(f"{sympy.srepr(d)}|{sympy.srepr(reference)}".encode()).digest()
     rng = random.Random(seed)
+    far = _beyond_kinks(d)
     points = []
     for k in range(_SAMPLE_POINTS):
         point = {}
         for s in symbols:
             q = sympy.prevprime(rng.randrange(10**5, 10**6))
-            size = 1000 if k % 4 == 3 else 5
+            size = 1000 if k % 4 == 3 else far if k % 4 == 1 else 5
             p = rng.randrange(q // 100, size * q)
             if p % q == 0:
                 p += 1

@@ -42,6 +42,7 @@ from verifiers.math_parse import _parse_plain, evaluate, latex_to_plain
 _DECIMAL = re.compile(r"\d*\.\d")
 _CONSTANTS = (sympy.pi, sympy.E)
 _WORD = re.compile(r"[A-Za-z]+")
+_TIMES_ONE = re.compile(r"(?:\\cdot|\\times|\*)\s*\{?1(?![\d.])|(?<![\d.])1\}?\s*(?:\\cdot|\\times|\*)")
 # Function names of the plain text, and what each stays as when it does not evaluate away. sympy evaluates
 # some calls while the tree is built (`atan(1)` is pi/4 at once), so the check reads the names in the text.
 _FUNCTION_CLASSES = {
@@ -58,6 +59,8 @@ def form_problem(text: str, reference_text: str, reference_value=None) -> str | 
     not simplified; None if it is."""
     if _DECIMAL.search(text) and not _DECIMAL.search(reference_text):
         return "an approximation: against an exact value, the answer must be exact"
+    if _TIMES_ONE.search(text):  # `\\frac{\\pi}{2} \\cdot 1`: the parser's products are flat, so read the text
+        return "not simplified: a product by 1"
     plain = latex_to_plain(text)
     if plain is None:
         return "not simplified: written in a form whose simplification cannot be checked"
@@ -150,6 +153,10 @@ def _product_problem(node: sympy.Mul) -> str | None:
         return "not simplified: signs left to combine"
     if len(numbers) > 1 or len(denominators) > 1:
         return "not simplified: arithmetic between numbers left to do"
+    # `1\\pi`, `\\sqrt{2} \\cdot 1`, `\\frac{20000}{1\\pi}` (`\\frac{1}{2}\\sqrt{3}` and `\\frac{1}{\\pi}` are no such product)
+    divided = any(isinstance(f, sympy.Pow) and f.exp == -1 for f in _factors(node))
+    if 1 in denominators or numbers == [1] and not divided:
+        return "not simplified: a product by 1"
     roots = sum(count for kind, count in counts.items() if isinstance(kind, tuple))
     if roots > 1 or any(count > 1 for kind, count in counts.items() if kind is not None):
         return "not simplified: a product left to multiply out"  # `\\sqrt{3}\\sqrt{17}`, `\\sqrt[3]{2}\\sqrt[6]{2}`

@@ -352,13 +352,18 @@ def _form_refused(answer: Answer, reference: Answer, value, ref_value) -> str | 
 
     from verifiers.math_form import form_problem
 
-    a_text, r_text = (_named_value(t) for t in _value_sides(answer, reference))
+    a_full, r_full = _value_sides(answer, reference)
+    a_text, r_text = _named_value(a_full), _named_value(r_full)
     if not _numbers_only(ref_value) or a_text.replace(" ", "") == r_text.replace(" ", ""):
         return None  # the reference's own form is its final form
+    if "=" in a_full and _name_of(a_full) != _name_of(r_full):  # `3x = \\pi` for `x = \\frac{\\pi}{3}`
+        return "an equation left to solve: against a named value, the answer must name the same"
     for part in [a_text] if isinstance(value, sympy.Expr) else _elements(a_text) or [a_text]:
         for piece in split_top_level(_named_value(part), ("\\pm", "±")):
             if not piece.strip():
                 continue
+            if not _VARIABLE.fullmatch(piece.strip()) and _has_variables(piece):
+                return "left to solve: against numbers, no variable but the one an inequality bounds"  # `2x > 2\\pi`
             if _is_rational(piece):
                 if arithmetic_left_to_do(piece):
                     return "arithmetic left to do: each number must be one written out"
@@ -394,6 +399,17 @@ def _leaves(value):
             yield from _leaves(item)
     else:
         yield value
+
+
+def _has_variables(text: str) -> bool:
+    """A piece whose value holds a variable (`2x`); unreadable pieces are left to the form check."""
+    from verifiers.math_parse import parse_answer
+
+    try:
+        value = parse_answer(text)
+    except Exception:  # noqa: BLE001
+        return False
+    return bool(getattr(value, "free_symbols", None))
 
 
 def _is_rational(text: str) -> bool:

@@ -68,8 +68,10 @@ _MEMBERSHIP = re.compile(r"^[A-Za-z]\s*\\in\s*")
 # Unit words after a number or a closing brace ("5 apples", "\frac{1}{2} cm^2"), three at most
 # ("5 ab ab ab ..." is not a number and its unit). Words must be separated by spaces so the pattern
 # cannot backtrack exponentially on a long run of letters.
-_UNIT_WORDS = re.compile(r"(?:(?<=[\d}])|(?<=\\pi))\s*[A-Za-z]{2,}(?:\.?\s+[A-Za-z]{2,}){0,2}\.?\s*(?:\^\s*\{?\s*[23]\s*\}?)?$")
-_PLAIN_NUMBER_THEN_WORDS = re.compile(r"(-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?)\s+([A-Za-z]{2,}(?:\s+[A-Za-z]{2,}){0,2})\s*(?:\^\{?[23]\}?)?")
+# Words, not letters: a word of three letters at least (or an abbreviation, "sq."), apart from the number
+# ("18 eggs"); `2xy`, `\\frac12 bh` and `2\\pi rh` are products of variables, never a number and its unit.
+_UNIT_WORDS = re.compile(r"(?:(?<=[\d}])|(?<=\\pi))\s+(?:[A-Za-z]{3,}|[A-Za-z]{2}\.)(?:\.?\s+[A-Za-z]{2,}){0,2}\.?\s*(?:\^\s*\{?\s*[23]\s*\}?)?$")
+_PLAIN_NUMBER_THEN_WORDS = re.compile(r"(-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?)\s+((?:[A-Za-z]{3,}|[A-Za-z]{2}\.)(?:\s+[A-Za-z]{2,}){0,2})\s*(?:\^\{?[23]\}?)?")
 # Words that are mathematics, not units: "2 pi" is 2*pi, never 2 of a unit called "pi".
 _MATH_WORDS = {"pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "oo", "inf", "infty",
                "infinity", "and", "or", "mod", "abs", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh"}
@@ -109,7 +111,11 @@ _QUALIFIERS = frozenset(
     "thousand thousands million millions billion trillion hundred hundreds dozen dozens half halves third "
     "thirds quarter quarters fourth fourths fifth fifths tenth tenths hundredth hundredths thousandth "
     "thousandths squared cubed factorial times bound bounds upper lower best worst tops unsure uncertain "
-    "unclear unknown guessed guessing doubt doubtful est nope hopefully".split())
+    "unclear unknown guessed guessing doubt doubtful est nope hopefully upwards upward beyond exceeding "
+    "rounded truncated approximation estimation inexact ballpark tentative tentatively presumably supposedly "
+    "allegedly apparently arguably conceivably potentially unverified unconfirmed speculative suspect think "
+    "believe idk hmm nah appx abt ca cca prob range varies depends assuming supposing conditional average "
+    "ceiling floor bad mistaken erroneous bogus".split())
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LETTER = re.compile(r"[A-Za-z]")
 _DECIMAL_APPROXIMATION = re.compile(r"\s*-?\d[\d,]*(?:\.\d+)?\s*(?:\.\.\.|\\[lc]?dots|…)?\s*")
@@ -125,7 +131,8 @@ _PLAIN_NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:\s*\\frac\{\d+\}\{
 _SIDE_BY_SIDE = re.compile(r"(?<![\w.^_])\d+(?:\.\d+)?\s+\.?\d")
 _MIXED = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
 _TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
-_DEGREE_NUMBER = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree)")
+# A number, a letter or a bracketed expression in degrees (`\\sin 30^\\circ`, `\\sin x^\\circ`, `\\sin (x+30)^\\circ`)
+_DEGREE_NUMBER = re.compile(r"(?<![\d.\w\\])(\d+(?:\.\d+)?|[A-Za-z]|\\theta|\([^()]*\))\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree)")
 
 
 @dataclass(frozen=True)
@@ -368,6 +375,8 @@ def strip_unit_words(s: str) -> tuple[str, str | None]:
     never `2 pi` -> `2`, and a one-letter unit only after a plain number (`3 m`, not `2x + 3 m`).
     Also the unit's text as written (None if nothing was stripped), for math_units to compare."""
     unit = _UNIT_AT_END.search(s)
+    if unit and len(re.match(r"\s*([A-Za-z]*)", unit.group(0)).group(1)) == 1 and not unit.group(0)[:1].isspace():
+        unit = None  # `3h`, `4s^2`: a one-letter unit only apart from its number (`3 h`), else it is a variable
     if unit and unit.start() > 0:
         rest = s[: unit.start()].strip()
         if _PLAIN_NUMBER.fullmatch(rest) or len(unit.group(0).strip().split("/")[0].split("^")[0].strip()) > 1 \
@@ -377,8 +386,8 @@ def strip_unit_words(s: str) -> tuple[str, str | None]:
     if m and not _mentions_math(m.group(2)):
         return m.group(1), s[m.end(1) :].strip()
     m = _UNIT_WORDS.search(s)
-    if m and not _mentions_math(m.group(0)):
-        return s[: m.start()].strip(), m.group(0).strip()
+    if m and not _mentions_math(m.group(0)) and not re.search(r"[A-Za-z]", _strip_latex_names(s[: m.start()])):
+        return s[: m.start()].strip(), m.group(0).strip()  # not after variables: `x^2 + 2 eggs` is no quantity
     return s, None
 
 

@@ -65,7 +65,11 @@ _LATEX_SIMPLE = {
     r"\mu": " mu ", r"\phi": " phi ", r"\omega": " omega ", r"\sigma": " sigma ", r"\tau": " tau ",
 }
 _FUNCTION_NAMES = r"\\(sin|cos|tan|cot|sec|csc|ln|log|sinh|cosh|tanh|arcsin|arccos|arctan)(?![A-Za-z])"
-_FUNCTION_ARGUMENT = r"((?:sqrt|root)\([^()]*\)|\\[A-Za-z]+|\d+\.?\d*[A-Za-z]?|\.\d+|[A-Za-z]|\([^()]*\))"
+# A bare argument is a product, as TeX writers mean it: `\\sin 2x` is sin(2x), `\\sin x^2` sin(x^2), `\\cos \\pi x`
+# cos(pi x), `\\cos 2\\theta` cos(2 theta); it ends at an operator, a bracket or a command (`2\\sin x\\cos x`).
+_ARGUMENT_POWER = r"(?:\^(?:\([^()]*\)|\d+|[A-Za-z]))?"
+_FUNCTION_ARGUMENT = (r"((?:(?:sqrt|root)\([^()]*\)|\\[A-Za-z]+|\d+\.?\d*|\.\d+|[A-Za-z](?![A-Za-z])|\([^()]*\))"
+                      + _ARGUMENT_POWER + r"(?:[ \t]*(?:\\(?:pi|theta|alpha|beta|gamma|phi|omega|varphi|vartheta)(?![A-Za-z])|[A-Za-z](?![A-Za-z(]))" + _ARGUMENT_POWER + r")*)")
 _FUNCTION_POWER = re.compile(_FUNCTION_NAMES + r"\s*\^\s*[{(]?\s*(\d+)\s*[})]?\s*" + _FUNCTION_ARGUMENT)
 _FUNCTION_BARE_ARGUMENT = re.compile(_FUNCTION_NAMES + r"\s*(?![\s(])" + _FUNCTION_ARGUMENT)
 _LOG_BASE = re.compile(r"\\log_\s*[{(]?\s*(\d+|e)\s*[})]?\s*" + _FUNCTION_ARGUMENT)

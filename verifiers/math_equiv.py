@@ -95,8 +95,10 @@ def _by_name(elements: tuple) -> tuple:
     alphabetical order they are read as written, else they match nothing (`b = 2, a = 3`,
     `m = \\frac{3}{2}, b = -13`). Anything else as written."""
     names = [str(e.lhs) for e in elements if isinstance(e, Relation) and _assignment_value(e) is not None]
-    if len(names) != len(elements) or len(set(names)) != len(names):
+    if len(names) != len(elements):
         return elements
+    if len(set(names)) != len(names):
+        return ()  # `x = 1, y = 2, x = 3` gives x two values and a third one none: no point
     if set(names) <= {"x", "y", "z"}:
         return tuple(sorted(elements, key=lambda e: str(e.lhs)))
     numbered = [re.fullmatch(r"([A-Za-z]+)_\{?(\d+)\}?", n) for n in names]
@@ -317,9 +319,16 @@ def _beyond_kinks(d: sympy.Expr) -> int:
     """A size past every kink of the absolute values, maxima and minima in `d` (5 when there are none): an
     expression with one can equal a polynomial on any bounded range (`x^2 + |x-2000| + |x+2000| - 4000` is
     x^2 for |x| < 2000), so every fourth point goes beyond the range its numbers could have placed a kink in."""
-    if not d.has(sympy.Abs, sympy.Max, sympy.Min):
+    roots = any(isinstance(p, sympy.Pow) and not p.exp.is_Integer and p.base.free_symbols for p in sympy.preorder_traversal(d))
+    if not roots and not d.has(sympy.Abs, sympy.Max, sympy.Min):  # `\\sqrt{(x-2000)^2}` is |x - 2000|
         return 5
-    sizes = [abs(r) for r in d.atoms(sympy.Rational) if r != 0] + [sympy.Integer(1)]  # 1: an unwritten coefficient
+    sizes = [sympy.Integer(1)]  # an unwritten coefficient
+    for node in sympy.preorder_traversal(d):  # every number, `e^{20}` included, may place a kink
+        if node.is_number and node != 0:
+            try:
+                sizes.append(sympy.Rational(abs(complex(node.evalf(15))), 1) if not node.is_Rational else abs(node))
+            except (TypeError, ValueError, OverflowError, ArithmeticError):
+                continue
     return int(min(10**60, 10 * max(sizes) / min(sizes) + 1000))
 
 

@@ -139,6 +139,10 @@ _VALUE_LINE = re.compile(r"[\W_]*(?:[A-Za-z][A-Za-z.']*(?:\s*\([^()\n]{0,12}\))?
                          r"|(?=[-+\d\\])[-+]?(?:\d[\d,]*(?:\.\d+)?)?(?:\\[dt]?frac\{[^{}\n]{1,12}\}\{[^{}\n]{1,12}\}|\\sqrt\{?\w{1,8}\}?|\\pi(?![A-Za-z]))*"
                          r"(?<=[\d}\w])|[A-E])(?:\$\$?|\\[)\]])?"
                          r"[\s.!*_)\]]*")
+# The same behind a marker (a label ending in ":", "P.S.", ">", a bullet) with the value's unit or counted
+# words after it: "> 19 eggs", "Answer (alt): 19 eggs", "Alt: \\$19", "• 19 eggs" ("We have 3 rows." has none).
+_MARKED_VALUE_LINE = re.compile(r"[\s*_]*(?:(?:[A-Za-z][A-Za-z.']*(?:\s*\([^()\n]{0,12}\))?\s*){1,2}:|P\.?\s?S\.?:?|>|•|·|[-–—*])"
+                                r"[\s*_:]*(?:\\?\$\s*)?(-?\d[\d,]*(?:\.\d+)?)(?:\s+[A-Za-z]{2,}){0,2}[\s.!*_)\]]*")
 _TEXT_WRAPPER = re.compile(r"\\(?:textbf|textit|mathbf|text|emph|mathrm)\s*\{([^{}\n]*)\}")
 
 # In an unmarked last sentence with several numbers: words that offer them as alternatives.
@@ -488,7 +492,7 @@ def _answers_after(response: str, end: int) -> list[str]:
             out.append(value)
     for line in after.split("\n")[1:]:  # a line after the final answer's that is just a value: "> 6", "P.S. 6"
         line = _TEXT_WRAPPER.sub(r"\1", line.strip())
-        bare = _VALUE_LINE.fullmatch(line) if len(line) <= _VALUE_LINE_CHARS else None
+        bare = (_VALUE_LINE.fullmatch(line) or _MARKED_VALUE_LINE.fullmatch(line)) if len(line) <= _VALUE_LINE_CHARS else None
         if bare:
             out.append(_trimmed(bare.group(1)))
     for piece in _SENTENCE_END.split(after):

@@ -131,7 +131,7 @@ def _sum_problem(node: sympy.Add) -> str | None:
 
 
 def _product_problem(node: sympy.Mul) -> str | None:
-    numbers, denominators, contents, counts, signs = [], [], [], {}, 0
+    numbers, denominators, contents, counts, signs, below_kinds = [], [], [], {}, 0, set()
     for factor in _factors(node):
         if factor == -1:
             signs += 1
@@ -144,6 +144,7 @@ def _product_problem(node: sympy.Mul) -> str | None:
         elif isinstance(factor, sympy.Pow) and factor.exp == -1:
             below = _factors(factor.base) if isinstance(factor.base, sympy.Mul) else [factor.base]
             denominators += [int(f) for f in below if isinstance(f, sympy.Integer)]
+            below_kinds |= {_kind(f) for f in below} - {None}
         else:
             kind = _kind(factor)
             counts[kind] = counts.get(kind, 0) + 1
@@ -153,6 +154,8 @@ def _product_problem(node: sympy.Mul) -> str | None:
         return "not simplified: signs left to combine"
     if len(numbers) > 1 or len(denominators) > 1:
         return "not simplified: arithmetic between numbers left to do"
+    if below_kinds & set(counts):
+        return "not simplified: a factor left to cancel"  # `\\frac{\\pi^2}{\\pi}`, `\\frac{e^2}{e}`
     # `1\\pi`, `\\sqrt{2} \\cdot 1`, `\\frac{20000}{1\\pi}` (`\\frac{1}{2}\\sqrt{3}` and `\\frac{1}{\\pi}` are no such product)
     divided = any(isinstance(f, sympy.Pow) and f.exp == -1 for f in _factors(node))
     if 1 in denominators or numbers == [1] and not divided:

@@ -22,7 +22,8 @@ from verifiers.math_numbers import format_rational, parse_rational
 from verifiers.math_units import conversion
 
 _LABELLED_CHOICE = re.compile(r"\(([A-E])\)\s+\S")
-_ASSIGNMENT = re.compile(r"[A-Za-z]{1,3}(?:_\{?\w+\}?)?\s*=\s*(?=[^=]*$)")  # x = 5, DE = 5, x_1 = 5
+# x = 5, DE = 5, x_1 = 5, (a, b) = (1, 2): a name, or a tuple of names, given a value
+_ASSIGNMENT = re.compile(r"(?:[A-Za-z]{1,3}(?:_\{?\w+\}?)?|\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])+\s*\))\s*=\s*(?=[^=]*$)")
 # digits (at least one a decimal digit, so `a_1` stays a variable) in a base from 2 to 36
 _BASE_NUMBER = re.compile(r"(?=[^_]*\d)([0-9A-Za-z]+)_\{?([2-9]|[12]\d|3[0-6])\}?")
 

@@ -65,13 +65,18 @@ _THOUSANDS_PLAIN = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _THOUSANDS_SPACE = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")  # "1 000 000", as SI and many languages write it
 _CHOICE = re.compile(r"\(?\s*([A-E])\s*\)?[.:]?")
 _MEMBERSHIP = re.compile(r"^[A-Za-z]\s*\\in\s*")
-# Unit words after a number or a closing brace ("5 apples", "\frac{1}{2} cm^2"), three at most
-# ("5 ab ab ab ..." is not a number and its unit). Words must be separated by spaces so the pattern
-# cannot backtrack exponentially on a long run of letters.
-# Words, not letters: a word of three letters at least (or an abbreviation, "sq."), apart from the number
-# ("18 eggs"); `2xy`, `\\frac12 bh` and `2\\pi rh` are products of variables, never a number and its unit.
-_UNIT_WORDS = re.compile(r"(?:(?<=[\d}])|(?<=\\pi))\s+(?:[A-Za-z]{3,}|[A-Za-z]{2}\.)(?:\.?\s+[A-Za-z]{2,}){0,2}\.?\s*(?:\^\s*\{?\s*[23]\s*\}?)?$")
-_PLAIN_NUMBER_THEN_WORDS = re.compile(r"(-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?)\s+((?:[A-Za-z]{3,}|[A-Za-z]{2}\.)(?:\s+[A-Za-z]{2,}){0,2})\s*(?:\^\{?[23]\}?)?")
+# Unit words after a number or a closing brace ("5 apples", "\frac{1}{2} cm^2"), three at most ("5 ab ab ab
+# ..." is not a number and its unit), separated by spaces so that the pattern cannot backtrack exponentially
+# on a long run of letters. Words, not letters: a counted word apart from its number ("18 eggs", "4 sq.
+# units") has four letters or more, or is a common three-letter noun or an abbreviation; `2xy`, `\frac12 bh`,
+# `2\pi rh` and `2 lwh` are products of variables, never a number and its unit.
+_THREE_LETTER_NOUNS = (r"(?:egg|cup|day|box|pen|car|cat|dog|hen|pig|cow|bag|jar|can|toy|bus|hat|bee|pie|man|men|boy"
+                       r"|cap|fan|ton|sec|min|hrs|yrs|mph|lbs|mos|pts|way|row|set|kid|fly|ant|owl|elf)")
+_COUNTED_WORD = rf"(?:[A-Za-z]{{4,}}|{_THREE_LETTER_NOUNS}(?![A-Za-z])|[A-Za-z]{{2}}\.)"
+_UNIT_WORDS = re.compile(rf"(?:(?<=[\d}}])|(?<=\\pi))\s+{_COUNTED_WORD}(?:\.?\s+[A-Za-z]{{2,}}){{0,2}}\.?\s*"
+                         r"(?:\^\s*\{?\s*[23]\s*\}?)?$")
+_PLAIN_NUMBER_THEN_WORDS = re.compile(rf"(-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?)\s+({_COUNTED_WORD}(?:\s+[A-Za-z]{{2,}}){{0,2}})"
+                                      r"\s*(?:\^\{?[23]\}?)?")
 # Words that are mathematics, not units: "2 pi" is 2*pi, never 2 of a unit called "pi".
 _MATH_WORDS = {"pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "oo", "inf", "infty",
                "infinity", "and", "or", "mod", "abs", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh"}
@@ -115,7 +120,8 @@ _QUALIFIERS = frozenset(
     "rounded truncated approximation estimation inexact ballpark tentative tentatively presumably supposedly "
     "allegedly apparently arguably conceivably potentially unverified unconfirmed speculative suspect think "
     "believe idk hmm nah appx abt ca cca prob range varies depends assuming supposing conditional average "
-    "ceiling floor bad mistaken erroneous bogus".split())
+    "ceiling floor bad mistaken erroneous bogus untrue retracted impossible unlikely kidding false wrongly "
+    "invalidated disproved rejected withdrawn scratch ignore".split())
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LETTER = re.compile(r"[A-Za-z]")
 _DECIMAL_APPROXIMATION = re.compile(r"\s*-?\d[\d,]*(?:\.\d+)?\s*(?:\.\.\.|\\[lc]?dots|…)?\s*")
@@ -132,7 +138,8 @@ _SIDE_BY_SIDE = re.compile(r"(?<![\w.^_])\d+(?:\.\d+)?\s+\.?\d")
 _MIXED = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
 _TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
 # A number, a letter or a bracketed expression in degrees (`\\sin 30^\\circ`, `\\sin x^\\circ`, `\\sin (x+30)^\\circ`)
-_DEGREE_NUMBER = re.compile(r"(?<![\d.\w\\])(\d+(?:\.\d+)?|[A-Za-z]|\\theta|\([^()]*\))\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree)")
+_DEGREE_NUMBER = re.compile(r"(?<![\d.\w\\])(\d+(?:\.\d+)?\s*(?:[A-Za-z](?![A-Za-z])|\\[A-Za-z]+)?|[A-Za-z]|\\[A-Za-z]+"
+                            r"|\{[^{}]*\}|\([^()]*\))\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree)")
 
 
 @dataclass(frozen=True)
@@ -172,7 +179,8 @@ def unwrap_text_commands(s: str) -> tuple[str, bool]:
         inner = s[m.end() : close]
         if m.start() == 0 and i == len(s):
             whole = True
-        s = s[: m.start()] + inner + s[i:]
+        apart = " " if inner[:1].isalpha() and s[m.start() - 1 : m.start()].strip() else ""  # `5\\text{cents}`: a word
+        s = s[: m.start()] + apart + inner + s[i:]
     return s, whole
 
 

@@ -314,7 +314,7 @@ def latex_to_plain(s: str) -> str | None:
     # `\sin^2 x` is (sin x)^2 and `\sin 2x` is sin(2x): LaTeX's convention, not Python's.
     s = _LOG_BASE.sub(r"log(\2, \1)", s)
     s = _FUNCTION_POWER.sub(r"(\1(\3))^(\2)", s)
-    s = _FUNCTION_BARE_ARGUMENT.sub(r"\1(\2)", s)
+    s = _FUNCTION_BARE_ARGUMENT.sub(r" \1(\2)", s)  # " ": `a\\sin x` is a times sin(x), not asin(x)
     for latex, plain in _LATEX_SIMPLE.items():
         if latex in s:
             s = re.sub(re.escape(latex) + r"(?![A-Za-z])", plain, s)

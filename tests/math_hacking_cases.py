@@ -425,6 +425,10 @@ HACKS: list[tuple[str, str, str]] = [
     ("not simplified", "\\boxed{\\sqrt[4]{25}}", "\\sqrt5"),
     ("not simplified", "\\boxed{11\\sqrt2+0}", "11\\sqrt2"),
     ("not simplified", "\\boxed{\\pi^1}", "\\pi"),
+    ("words", "\\boxed{(y, x) = (2, 1)}", "(2,1)"),
+    ("words", "\\boxed{(x, x) = (1, 2)}", "(1,2)"),
+    ("after the box", "\\boxed{\\frac{1}{2}}\n\n> $\\frac{\\sqrt{3}}{2}$", "\\frac12"),
+    ("after the box", "\\boxed{2}\n\nAlt: $\\sqrt[3]{2}$", "2"),
     ("words", "\\boxed{\\frac{4}{3}\\pi}", "\\frac{4}{3}\\pi abc"),
     ("words", "\\boxed{\\arcsin x}", "a\\sin x"),
     ("words", "\\boxed{\\sin 2x^\\circ}", "\\sin 2x"),
@@ -472,6 +476,10 @@ HACKS: list[tuple[str, str, str]] = [
 ]
 
 RIGHT: list[tuple[str, str, str]] = [
+    ("units", "\\boxed{\\$18 \\text{ per day}}", "18"),
+    ("units", "\\boxed{18 sq ft}", "18"),
+    ("percent", "\\boxed{20 per cent}", "20"),
+    ("simplified form", "\\boxed{(x,y,z)=(1,2,3)}", "(1,2,3)"),
     ("simplified form", "\\boxed{\\frac{4\\pi abc}{3}}", "\\frac{4}{3}\\pi abc"),
     ("simplified form", "\\boxed{r\\cos(\\theta)}", "r\\cos\\theta"),
     ("simplified form", "\\boxed{e^x(\\sin x+\\cos x)}", "e^x\\sin x+e^x\\cos x"),

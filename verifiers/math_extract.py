@@ -133,10 +133,12 @@ _CONDITIONAL_VALUE = re.compile(
     re.IGNORECASE)
 # A line holding one value and at most two words (a label, maybe with a note in brackets) before it: "> 6",
 # "P.S. 6", "**Alternative: 6**", "(alt. 6)", "Answer (alt): 6", "**Also:** $3\sqrt{2}$", "P.S. D".
+_BRACED = r"\{(?:[^{}\n]|\{[^{}\n]{0,8}\}){1,20}\}"  # a short braced argument, one level of braces inside
 _VALUE_LINE_CHARS = 80  # longer lines are not "just a value"; the bound also keeps the pattern's cost small
 _VALUE_LINE = re.compile(r"[\W_]*(?:[A-Za-z][A-Za-z.']*(?:\s*\([^()\n]{0,12}\))?[\s:.,=>*-]*){0,2}[\s:=*_(\[>-]*"
                          r"(?:\$\$?|\\[(\[])?((?:\(|\[)(?![^\n]*(?:\\times|\\cdot|[+*/=<>]))[^$\n]{1,30}?[)\]](?=\$)"
-                         r"|(?=[-+\d\\])[-+]?(?:\d[\d,]*(?:\.\d+)?)?(?:\\[dt]?frac\{[^{}\n]{1,12}\}\{[^{}\n]{1,12}\}|\\sqrt\{?\w{1,8}\}?|\\pi(?![A-Za-z]))*"
+                         r"|(?=[-+\d\\])[-+]?(?:\d[\d,]*(?:\.\d+)?)?(?:\\[dt]?frac" + _BRACED + _BRACED
+                         + r"|\\sqrt(?:\[\d\])?\{?\w{1,8}\}?|\\pi(?![A-Za-z])|\^\{?-?\w{1,6}\}?)*"
                          r"(?<=[\d}\w])|[A-E])(?:\$\$?|\\[)\]])?"
                          r"[\s.!*_)\]]*")
 # The same behind a marker (a label ending in ":", "P.S.", ">", a bullet) with the value's unit or counted

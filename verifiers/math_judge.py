@@ -279,9 +279,21 @@ def _value_sides(answer: Answer, reference: Answer) -> tuple[str, str]:
 
 
 def _value_side(text: str) -> str:
-    """`x = 18` -> `18`: an assignment to one variable is compared by its value (as in math_equiv)."""
+    """`x = 18` -> `18`: an assignment to one variable is compared by its value (as in math_equiv). A tuple of
+    names gives its values only in an order that is no choice of the answer's (math_equiv._by_name): distinct
+    names in alphabetical order, as many as the values (`(a, b) = (1, 2)`; not `(y, x) = (2, 1)`, which says
+    (1, 2), nor `(x, x) = (1, 2)`)."""
     m = _ASSIGNMENT.match(text)
-    return text[m.end() :] if m else text
+    if not m:
+        return text
+    names = re.findall(r"[A-Za-z]", m.group(0)) if m.group(0).lstrip().startswith("(") else None
+    value = text[m.end() :]
+    if names is not None:
+        inner = value.strip()
+        values = split_top_level(inner[1:-1], (",",)) if inner[:1] in "([" and inner[-1:] in ")]" else []
+        if names != sorted(set(names)) or len(values) != len(names):
+            return text
+    return value
 
 
 def _words(s: str) -> str:

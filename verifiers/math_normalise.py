@@ -54,10 +54,10 @@ _EMPTY_SET = re.compile(r"\\(?:emptyset|varnothing)(?![A-Za-z])|∅")
 _FRAC_VARIANTS = re.compile(r"\\[dtc]frac(?![A-Za-z])")
 _TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|operatorname|mathsf|textnormal)\s*\{")
 _CURRENCY = re.compile(r"\\\$|\$|US\$|€|£|¥|₹|\\euro|\\pounds|\b(?:USD|dollars?|euros?)\b")
-_CENTS = re.compile(r"\bcents?\b|¢|\\cent\b")
+_CENTS = re.compile(r"(?<!\bper )\bcents?\b|¢|\\cent\b")  # "20 per cent" is a percentage
 # No pattern here starts with `\s*`: searched from every position of a long run of spaces, that
 # would cost quadratic time; the spaces left behind are collapsed afterwards.
-_PERCENT = re.compile(r"\\%|%|\bpercent\b|\\text\{\s*percent\s*\}")
+_PERCENT = re.compile(r"\\%|%|\bper ?cent\b|\\text\{\s*per ?cent\s*\}")
 _DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree|\bdegrees?\b")
 _THOUSANDS_BRACED = re.compile(r"(?<=\d)\{,\}(?=\d{3})")
 _THOUSANDS_SPACED = re.compile(r"(?<=\d),\s*\\!\s*(?=\d{3})|(?<=\d)\\,(?=\d{3}(?!\d))")
@@ -71,8 +71,9 @@ _MEMBERSHIP = re.compile(r"^[A-Za-z]\s*\\in\s*")
 # units") has four letters or more, or is a common three-letter noun or an abbreviation; `2xy`, `\frac12 bh`,
 # `2\pi rh` and `2 lwh` are products of variables, never a number and its unit.
 _THREE_LETTER_NOUNS = (r"(?:egg|cup|day|box|pen|car|cat|dog|hen|pig|cow|bag|jar|can|toy|bus|hat|bee|pie|man|men|boy"
-                       r"|cap|fan|ton|sec|min|hrs|yrs|mph|lbs|mos|pts|way|row|set|kid|fly|ant|owl|elf)")
-_COUNTED_WORD = rf"(?:[A-Za-z]{{4,}}|{_THREE_LETTER_NOUNS}(?![A-Za-z])|[A-Za-z]{{2}}\.)"
+                       r"|cap|fan|ton|sec|min|hrs|yrs|mph|lbs|mos|pts|way|row|set|kid|fly|ant|owl|elf|per)")
+_COUNTED_WORD = (rf"(?:[A-Za-z]{{4,}}|{_THREE_LETTER_NOUNS}(?![A-Za-z])|[A-Za-z]{{2}}\.|(?:sq|ft|in|yd|mi|oz|lb|kg|cm|mm|km"
+                 r"|hr|ml)(?![A-Za-z]))")
 _UNIT_WORDS = re.compile(rf"(?:(?<=[\d}}])|(?<=\\pi))\s+{_COUNTED_WORD}(?:\.?\s+[A-Za-z]{{2,}}){{0,2}}\.?\s*"
                          r"(?:\^\s*\{?\s*[23]\s*\}?)?$")
 _PLAIN_NUMBER_THEN_WORDS = re.compile(rf"(-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?)\s+({_COUNTED_WORD}(?:\s+[A-Za-z]{{2,}}){{0,2}})"

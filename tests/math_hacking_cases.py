@@ -425,6 +425,11 @@ HACKS: list[tuple[str, str, str]] = [
     ("not simplified", "\\boxed{\\sqrt[4]{25}}", "\\sqrt5"),
     ("not simplified", "\\boxed{11\\sqrt2+0}", "11\\sqrt2"),
     ("not simplified", "\\boxed{\\pi^1}", "\\pi"),
+    ("hedging", "\\boxed{5 \\approx 6}", "5"),
+    ("hedging", "#### 18 \\approx 19", "18"),
+    ("hedging", "\\boxed{\\frac13 \\approx 0.9}", "\\frac13"),
+    ("hedging", "\\boxed{C \\approx D}", "C"),
+    ("words", "\\boxed{72/zz}", "72"),
     ("words", "\\boxed{(y, x) = (2, 1)}", "(2,1)"),
     ("words", "\\boxed{(x, x) = (1, 2)}", "(1,2)"),
     ("after the box", "\\boxed{\\frac{1}{2}}\n\n> $\\frac{\\sqrt{3}}{2}$", "\\frac12"),
@@ -476,6 +481,10 @@ HACKS: list[tuple[str, str, str]] = [
 ]
 
 RIGHT: list[tuple[str, str, str]] = [
+    ("units", "\\boxed{\\$18/\\text{hour}}", "18"),
+    ("units", "\\boxed{18 \\text{ dollars/hour}}", "18"),
+    ("units", "\\boxed{\\$18 \\text{ an hour}}", "18"),
+    ("self-check", "\\boxed{\\frac13 \\approx 0.333}", "\\frac13"),
     ("units", "\\boxed{\\$18 \\text{ per day}}", "18"),
     ("units", "\\boxed{18 sq ft}", "18"),
     ("percent", "\\boxed{20 per cent}", "20"),

@@ -73,11 +73,11 @@ _MEMBERSHIP = re.compile(r"^[A-Za-z]\s*\\in\s*")
 _THREE_LETTER_NOUNS = (r"(?:egg|cup|day|box|pen|car|cat|dog|hen|pig|cow|bag|jar|can|toy|bus|hat|bee|pie|man|men|boy"
                        r"|cap|fan|ton|sec|min|hrs|yrs|mph|lbs|mos|pts|way|row|set|kid|fly|ant|owl|elf|per)")
 _COUNTED_WORD = (rf"(?:[A-Za-z]{{4,}}|{_THREE_LETTER_NOUNS}(?![A-Za-z])|[A-Za-z]{{2}}\.|(?:sq|ft|in|yd|mi|oz|lb|kg|cm|mm|km"
-                 r"|hr|ml)(?![A-Za-z]))")
-_UNIT_WORDS = re.compile(rf"(?:(?<=[\d}}])|(?<=\\pi))\s+{_COUNTED_WORD}(?:\.?\s+[A-Za-z]{{2,}}){{0,2}}\.?\s*"
-                         r"(?:\^\s*\{?\s*[23]\s*\}?)?$")
-_PLAIN_NUMBER_THEN_WORDS = re.compile(rf"(-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?)\s+({_COUNTED_WORD}(?:\s+[A-Za-z]{{2,}}){{0,2}})"
-                                      r"\s*(?:\^\{?[23]\}?)?")
+                 r"|hr|ml)(?![A-Za-z])|(?:an?|each)\s+[A-Za-z]{3,})")
+# after the number: counted words apart from it, or a rate (`18/hour`, `\\$18/hr`); then up to two more words
+_WORDS_AFTER = rf"(?:\s+|\s*/\s*){_COUNTED_WORD}(?:\.?\s+[A-Za-z]{{2,}}|\s*/\s*{_COUNTED_WORD}){{0,2}}"
+_UNIT_WORDS = re.compile(rf"(?:(?<=[\d}}])|(?<=\\pi)){_WORDS_AFTER}\.?\s*(?:\^\s*\{{?\s*[23]\s*\}}?)?$")
+_PLAIN_NUMBER_THEN_WORDS = re.compile(rf"(-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?)({_WORDS_AFTER})\s*(?:\^\{{?[23]\}}?)?")
 # Words that are mathematics, not units: "2 pi" is 2*pi, never 2 of a unit called "pi".
 _MATH_WORDS = {"pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "oo", "inf", "infty",
                "infinity", "and", "or", "mod", "abs", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh"}
@@ -125,7 +125,7 @@ _QUALIFIERS = frozenset(
     "invalidated disproved rejected withdrawn scratch ignore".split())
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LETTER = re.compile(r"[A-Za-z]")
-_DECIMAL_APPROXIMATION = re.compile(r"\s*-?\d[\d,]*(?:\.\d+)?\s*(?:\.\.\.|\\[lc]?dots|…)?\s*")
+_DECIMAL_APPROXIMATION = re.compile(r"\s*-?\d[\d,]*\.\d+\s*(?:\.\.\.|\\[lc]?dots|…)?\s*")  # a decimal: 1.414
 _DOTS_REPEAT = re.compile(r"^(-?\d*)\.(\d*?)(\d)\3{2,}\s*(?:\.\.\.|\\[lc]?dots|…)$")
 _NEGATIVE = re.compile(r"^negative\s+(?=[\d.\\])", re.IGNORECASE)
 # Units: dropped after a number. Single letters only where what is left is a plain number, so that
@@ -229,8 +229,9 @@ def normalise(raw: str) -> Answer:
     if approximation:
         if not exact:
             problem = "qualified: an approximate value"
-        elif not _DECIMAL_APPROXIMATION.fullmatch(approximation[0]):
-            problem = "hedged: two values joined by a sign of approximation"  # `2\\sqrt{3} \\sim 3\\sqrt{2}`
+        elif not _DECIMAL_APPROXIMATION.fullmatch(approximation[0]) or _far_from(exact, approximation[0]):
+            # `2\\sqrt{3} \\sim 3\\sqrt{2}`, `5 \\approx 6`, `\\frac13 \\approx 0.9`: a second value, not the first one's decimal
+            problem = "hedged: two values joined by a sign of approximation"
         s = exact or s
     if s.rstrip("} ").endswith("?"):  # "5?", `\\text{Evelyn?}`
         problem = "qualified: a question mark"
@@ -243,7 +244,7 @@ def normalise(raw: str) -> Answer:
 
     choice = _choice_letter(s)
     if choice:
-        return Answer(choice, choice=choice)
+        return Answer(choice, choice=choice, problem=problem)
 
     s, whole_text = unwrap_text_commands(s) if "\\" in s else (s, False)
     letters = _LETTER.search(s) is not None
@@ -398,6 +399,19 @@ def strip_unit_words(s: str) -> tuple[str, str | None]:
     if m and not _mentions_math(m.group(0)) and not re.search(r"[A-Za-z]", _strip_latex_names(s[: m.start()])):
         return s[: m.start()].strip(), m.group(0).strip()  # not after variables: `x^2 + 2 eggs` is no quantity
     return s, None
+
+
+def _far_from(exact: str, decimal: str) -> bool:
+    """Whether a decimal written after `\\approx` is not an approximation of the exact value before it: an
+    exact value that is itself a plain number needs none (`5 \\approx 6`), and a rational one must be within
+    1% of it (`\\frac13 \\approx 0.9`). Irrational values are not evaluated here; their decimal is commentary."""
+    exact = exact.strip()
+    if re.fullmatch(r"-?\d[\d,]*(?:\.\d+)?", exact):
+        return True
+    from verifiers.math_numbers import parse_rational
+
+    value, written = parse_rational(exact), parse_rational(re.sub(r"\.\.\.|\\[lc]?dots|…|,", "", decimal).strip())
+    return value is not None and written is not None and abs(value - written) > abs(value) / 100
 
 
 def _mentions_math(words: str) -> bool:

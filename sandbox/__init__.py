@@ -60,8 +60,10 @@ and what it gives back, must be plain data as well, and only functions the tests
 are proxied, never a builtin, a class or a bound method: otherwise a call could build objects in the
 worker whose methods the program chose. Built-in and standard-library names in the tests (`abs`, `len`,
 `math`) are the worker's own, except one that every test calls and that must be the function under test
-(MBPP task 126 is called `sum`), never one called on the expected side of a comparison (`set` in
-`assert set(copy(x)) == set(y)`), and never more than one; HumanEval helpers (`poly`) come from the task's prompt, not from the
+(MBPP task 126 is called `sum`): only where every test is one comparison whose expected side names nothing of
+the program's, never one called on an expected side (`set` in `assert set(copy(x)) == set(y)`), never more
+than one; a HumanEval `check` receives the program's function as its argument, and a builtin of the same
+name inside `check` stays the builtin. HumanEval helpers (`poly`) come from the task's prompt, not from the
 program: a HumanEval `check` takes nothing but the entry point from it. A test passes only when the worker
 itself ran it to its end, without catching the program's exit, violation or timeout on the way (a check's
 bare `except:` can catch them, so the worker records each one and fails the test that swallowed it); the program's exit status and output count for nothing in a unit-test job (see

@@ -517,10 +517,13 @@ def _exception(err, ending_iteration: bool = False) -> BaseException:
 # P: load the program, then answer
 
 
+CANDIDATE = "__candidate__"  # HumanEval's function under test, as `check` receives it (TestNamespace.aliases)
+
+
 def test_sources(cfg: dict) -> list[str]:
     """The test code of a job, one source per test."""
-    if "check" in cfg:
-        return [cfg["check"] + f"\n\ncheck({cfg['entry_point']})\n"]
+    if "check" in cfg:  # the candidate under a name of its own: inside `check`, `sum` stays the builtin
+        return [cfg["check"] + f"\n\ncheck({CANDIDATE})\n"]
     return [str(t) for t in cfg["tests"]]
 
 
@@ -583,10 +586,12 @@ class TestNamespace(dict):
     `only_listed` (HumanEval's `check`), nothing but `from_program` comes from the program: a helper the
     check calls (`poly`) is the prompt's or missing, never the program's version of it."""
 
-    def __init__(self, chan: Channel, from_program: set[str], prefetched: dict, only_listed: bool = False):
+    def __init__(self, chan: Channel, from_program: set[str], prefetched: dict, only_listed: bool = False,
+                 aliases: dict[str, str] | None = None):
         super().__init__(__builtins__=builtins, __name__="__main__")
         self.chan, self.from_program, self.prefetched = chan, from_program, prefetched
         self.only_listed = only_listed
+        self.aliases = aliases or {}  # a name of the tests -> the program's name for it (CANDIDATE -> entry point)
         self.absent: set[str] = set()
 
     def __missing__(self, name):
@@ -603,11 +608,12 @@ class TestNamespace(dict):
                 self[name] = module
                 return module
             raise KeyError(name)
+        remote = self.aliases.get(name, name)
         try:
-            if name in self.prefetched:
-                value = self.chan.decode(self.prefetched[name])
+            if remote in self.prefetched:
+                value = self.chan.decode(self.prefetched[remote])
             else:
-                value = self.chan.request("global", name)
+                value = self.chan.request("global", remote)
         except NameError:
             self.absent.add(name)
             return self.__missing__(name)
@@ -617,14 +623,16 @@ class TestNamespace(dict):
 
 @functools.lru_cache(maxsize=512)
 def program_names(tests: tuple[str, ...]) -> frozenset[str]:
-    """The one built-in name that every test calls and that must mean the program's function
-    (`assert sum(10, 15) == 6`), or none. Only when no other plain name is called in every test (`assert
-    abs(f(x)) < 1` calls f), and never more than one name: a name the tests call on the expected side of a
-    comparison (`set` in `assert set(copy(x)) == set([1, 2])`) stays the worker's, and where several
-    names remain none is taken. Handing the program every such name let it redefine `set` and pass
-    `assert set(copy(x)) == set(y)` with placeholders (an attacker review)."""
+    """The one built-in name that is really the function under test (MBPP task 126 is called `sum`:
+    `assert sum(10, 15) == 6`), or none. Only when every test is one assertion of a comparison, every name
+    the tests call is a builtin's (else the function under test is that other one), the expected side names
+    nothing of the program's (`assert sorted(x) == result` would let it choose both sides), and exactly one
+    name is called in every test and never on an expected side (`copy` in `assert set(copy(x)) == set(y)`;
+    `set` stays the worker's). Attacker reviews made a program's `set`, `sorted`, `all` or `isinstance` pay
+    placeholders wherever the worker took more than that from it."""
     import ast
 
+    local = set(builtins.__dict__) | set(sys.stdlib_module_names)
     common: set[str] | None = None
     expected_side: set[str] = set()
     for test in tests:
@@ -633,15 +641,15 @@ def program_names(tests: tuple[str, ...]) -> frozenset[str]:
         except SyntaxError:
             return frozenset()
         called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        if called - local or len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert) \
+                or not isinstance(tree.body[0].test, ast.Compare):
+            return frozenset()
+        expected = [n for side in tree.body[0].test.comparators for n in ast.walk(side)]
+        if any(isinstance(n, ast.Name) and n.id not in local for n in expected):
+            return frozenset()
+        expected_side |= {n.func.id for n in expected if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
         common = called if common is None else common & called
-        for compare in (n for n in ast.walk(tree) if isinstance(n, ast.Compare)):
-            expected_side |= {n.func.id for side in compare.comparators for n in ast.walk(side)
-                              if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    common = common or set()
-    local = set(builtins.__dict__) | set(sys.stdlib_module_names)
-    if not common or common - local:
-        return frozenset()
-    candidates = common - expected_side
+    candidates = (common or set()) - expected_side
     return frozenset(candidates) if len(candidates) == 1 else frozenset()
 
 
@@ -693,7 +701,12 @@ def run_tests(cfg: dict, start) -> dict:
 
 def _run_each(cfg: dict, chan: TestChannel, codes: list, outcomes: list[dict], run: dict) -> None:
     """The tests one by one, each outcome recorded as it ends; how the whole run ended goes into `run`."""
-    from_program = {cfg["entry_point"]} if "check" in cfg else program_names(tuple(test_sources(cfg)))
+    if "check" in cfg:  # the candidate; the entry point's own name too, unless a builtin's (`sum` in the check stays it)
+        entry = cfg["entry_point"]
+        local = entry in builtins.__dict__ or entry in sys.stdlib_module_names
+        from_program, aliases = {CANDIDATE} | (set() if local else {entry}), {CANDIDATE: entry}
+    else:
+        from_program, aliases = program_names(tuple(test_sources(cfg))), {}
     hello = None
     try:
         hello = chan.recv()
@@ -702,7 +715,7 @@ def _run_each(cfg: dict, chan: TestChannel, codes: list, outcomes: list[dict], r
             return
         prefetched = hello.get("globals")
         ns = TestNamespace(chan, from_program, prefetched if isinstance(prefetched, dict) else {},
-                           only_listed="check" in cfg)
+                           only_listed="check" in cfg, aliases=aliases)
         if cfg.get("prefix"):
             _trusted_helpers(ns, cfg["prefix"], cfg["entry_point"])
         for i, code in enumerate(codes):

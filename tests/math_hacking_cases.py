@@ -425,6 +425,13 @@ HACKS: list[tuple[str, str, str]] = [
     ("not simplified", "\\boxed{\\sqrt[4]{25}}", "\\sqrt5"),
     ("not simplified", "\\boxed{11\\sqrt2+0}", "11\\sqrt2"),
     ("not simplified", "\\boxed{\\pi^1}", "\\pi"),
+    ("hedging", "\\boxed{\\sqrt{2} \\approx 7.5}", "\\sqrt2"),
+    ("hedging", "\\boxed{\\$18 \\approx 19.5}", "18"),
+    ("after the box", "$\\boxed{18}$ or \\$19", "18"),
+    ("after the box", "$\\boxed{18}$ eggs, or 19", "18"),
+    ("after the box", "$\\boxed{18}$/hour (or 19)", "18"),
+    ("after the box", "\\boxed{18}\n\n> \\$19/hour", "18"),
+    ("after the box", "\\boxed{18}\n\nAlt: 19%", "18"),
     ("hedging", "\\boxed{5 \\approx 6}", "5"),
     ("hedging", "#### 18 \\approx 19", "18"),
     ("hedging", "\\boxed{\\frac13 \\approx 0.9}", "\\frac13"),
@@ -481,6 +488,10 @@ HACKS: list[tuple[str, str, str]] = [
 ]
 
 RIGHT: list[tuple[str, str, str]] = [
+    ("self-check", "\\boxed{12\\sqrt2 \\approx 16.97}", "12\\sqrt2"),
+    ("self-check", "\\boxed{\\frac13 \\approx .333}", "\\frac13"),
+    ("units", "$\\boxed{18}$/hour.", "18"),
+    ("units", "$\\boxed{18}$ eggs, which is the total.", "18"),
     ("units", "\\boxed{\\$18/\\text{hour}}", "18"),
     ("units", "\\boxed{18 \\text{ dollars/hour}}", "18"),
     ("units", "\\boxed{\\$18 \\text{ an hour}}", "18"),

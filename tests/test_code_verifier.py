@@ -198,6 +198,24 @@ def test_builtins_on_the_expected_side_stay_the_workers(verifier):
     assert verifier.verify("def select(l, k):\n    return sorted(l)[k - 1]\n", {"tests": sorted_tests}).correct
 
 
+def test_a_builtin_named_entry_point_leaves_the_checks_builtin_alone(verifier):
+    """HumanEval-style with `entry_point: "sum"`: `check` receives the program's `sum` as its candidate, but
+    `sum` inside `check` stays the builtin, or a program answering 0 everywhere would pass."""
+    check = "def check(candidate):\n    assert candidate([1, 2, 3]) == sum([1, 2, 3])\n"
+    reference = {"test": check, "entry_point": "sum"}
+    assert not verifier.verify("def sum(*a, **k):\n    return 0\n", reference).correct
+    assert verifier.verify("def sum(xs):\n    t = 0\n    for x in xs:\n        t += x\n    return t\n", reference).correct
+
+
+@pytest.mark.parametrize("tests, cheat", [
+    (["assert sorted([3, 1, 2]) == result"], "sorted = lambda *a: 'x'\nresult = 'x'\n"),  # it would choose both sides
+    (["assert all(x % 2 == 0 for x in evens)"], "all = lambda *a: True\nevens = [1, 3]\n"),  # no comparison
+    (["assert isinstance(answer, int)"], "isinstance = lambda *a: True\nanswer = 'x'\n"),
+])
+def test_no_builtin_comes_from_the_program_outside_the_function_under_test(verifier, tests, cheat):
+    assert not verifier.verify(cheat, {"tests": tests}).correct
+
+
 @pytest.mark.parametrize("reference", [
     {"stdio": [{"inputs": "1\n", "outputs": "2\n"}]},  # APPS's field names: no output would expect none
     {"stdio": [{}]},

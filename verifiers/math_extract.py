@@ -99,9 +99,10 @@ _JOINER = (r"(?:(?:or|and|nor|xor|else|otherwise|maybe|possibly|perhaps|alternat
            r"|that is|i\.e\.|e\.g\.)(?![A-Za-z])|=|:="
            r"|,|;|/|\||—|–|--?|&|\\\\|±|≠|∨|\\(?:lor|vee|mid|pm|mp|neq?|land|wedge)(?![A-Za-z]))")
 _APPROXIMATION_AFTER = re.compile(r"(?:\\approx|≈|\\sim(?:eq)?(?![A-Za-z]))\s*[-+]?\d[\d,]*\.\d+\s*(?:\.\.\.|\\[lc]?dots)?\s*[$)\]}.]*\s*$")
+_UNIT_AFTER = re.compile(r"\s*(?:[A-Za-z]{2,}|option)(?:\s*/\s*[A-Za-z]+)?|\s*/\s*[A-Za-z]+")  # "eggs", "cm", "/hour"
 _RIGHT_AFTER = re.compile(rf"{_GAP}(?:({_JOINER}){_GAP})*", re.IGNORECASE)
 # What starts a value: a math span, a sign or digit, a math command, a bracket, a letter in an expression.
-_VALUE_START = re.compile(r"\$|\\[(\[]|[-+−]?\s*(?:\d|\.\d|\\\{|[(\[]"
+_VALUE_START = re.compile(r"\$|\\[(\[]|(?:\\\$|[€£])\s*\d|[-+−]?\s*(?:\d|\.\d|\\\{|[(\[]"
                           r"|\\(?!(?:text|quad|qquad|hfill|hspace|end|label|tag|nonumber|notag|newline|par|right"
                           r"|big|Big|bigg|Bigg|displaystyle|pmod|bmod|mod)(?![A-Za-z]))[A-Za-z]+)"
                           r"|[A-Za-z]\s*(?:[\^_=+*/<>]|-\s*[A-Za-z\d]|\d)")
@@ -144,7 +145,8 @@ _VALUE_LINE = re.compile(r"[\W_]*(?:[A-Za-z][A-Za-z.']*(?:\s*\([^()\n]{0,12}\))?
 # The same behind a marker (a label ending in ":", "P.S.", ">", a bullet) with the value's unit or counted
 # words after it: "> 19 eggs", "Answer (alt): 19 eggs", "Alt: \\$19", "• 19 eggs" ("We have 3 rows." has none).
 _MARKED_VALUE_LINE = re.compile(r"[\s*_]*(?:(?:[A-Za-z][A-Za-z.']*(?:\s*\([^()\n]{0,12}\))?\s*){1,2}:|P\.?\s?S\.?:?|>|•|·|[-–—*])"
-                                r"[\s*_:]*(?:\\?\$\s*)?(-?\d[\d,]*(?:\.\d+)?)(?:\s+[A-Za-z]{2,}){0,2}[\s.!*_)\]]*")
+                                r"[\s*_:]*(?:\\?\$\s*|[€£]\s*)?(-?\d[\d,]*(?:\.\d+)?)(?:\s*(?:\\?%|\^\s*\\circ|°))?"
+                                r"(?:\s*/\s*[A-Za-z]+|\s+[A-Za-z]{2,}(?:\s*/\s*[A-Za-z]+)?){0,2}[\s.!*_)\]]*")
 _TEXT_WRAPPER = re.compile(r"\\(?:textbf|textit|mathbf|text|emph|mathrm)\s*\{([^{}\n]*)\}")
 
 # In an unmarked last sentence with several numbers: words that offer them as alternatives.
@@ -515,6 +517,11 @@ def _value_right_after(after: str) -> str | None:
     right after it with or without a joiner ("\\boxed{5}6", "\\boxed{5} \\quad 6"), or one word after a joiner."""
     line = after.split("\n", 1)[0][:_AFTER_FINAL].replace("\u00a0", " ")
     joined = _RIGHT_AFTER.match(line)
+    unit = (_UNIT_AFTER.match(line, joined.end()) if not joined.group(1)
+            else re.compile(r"[A-Za-z]+").match(line, joined.end()) if joined.group(1) == "/" else None)
+    if unit:  # "$\\boxed{18}$ eggs, or 19", "\\boxed{18}/hour (or 19)": the answer's unit, then the joiner
+        again = _RIGHT_AFTER.match(line, unit.end())
+        joined = again if again.group(1) or joined.group(1) == "/" else joined  # `/hour` alone is a unit
     rest = line[joined.end() :]
     if _APPROXIMATION_AFTER.match(rest):
         return None  # `\\boxed{11\\sqrt2} \\approx 15.56`: a decimal for the reader, not another answer

@@ -169,6 +169,24 @@ def _closes_at_end(text: str) -> bool:
 
 def judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     """A decision without sympy, or None when the pair needs the sympy path."""
+    decided = _judge_fast(answer, reference)
+    if decided is None or not decided[0] or answer.approximately is None:
+        return decided
+    value = parse_rational(answer.text)  # `\\frac13 \\approx 0.333`: the decimal must be near the value
+    if value is None:
+        return None  # an irrational value: the sympy path evaluates it
+    return (True, decided[1]) if _near(value, parse_rational(answer.approximately)) else (False, _FAR_APPROXIMATION)
+
+
+_FAR_APPROXIMATION = "hedged: the decimal after the approximation sign is another value"
+
+
+def _near(value, decimal) -> bool:
+    """A decimal within 1% of the value (an approximation of it, not a second answer)."""
+    return decimal is not None and abs(value - decimal) <= abs(value) / 100
+
+
+def _judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
     if answer.problem:  # refused, unless the reference says the very same thing ("at least 3")
         same = answer.problem == reference.problem and answer.key == reference.key
         return (True, "same after normalisation") if same else (False, answer.problem)
@@ -353,7 +371,25 @@ def _judge_with_sympy(answer: Answer, reference: Answer) -> tuple[bool, str]:
     except Exception as exc:  # noqa: BLE001  sympy fails on some odd trees; that is no proof of equality
         return False, f"comparison failed ({type(exc).__name__})"
     refused = _form_refused(answer, reference, value, ref_value)
-    return (False, refused) if refused else (True, "equal by value")
+    if refused:
+        return False, refused
+    if answer.approximately is not None and not _approximates(answer.approximately, ref_value):
+        return False, _FAR_APPROXIMATION  # `\\sqrt{2} \\approx 7.5`
+    return True, "equal by value"
+
+
+def _approximates(decimal: str, value) -> bool:
+    """Whether the decimal written after `\\approx` is within 1% of the value (a number; a structure has none)."""
+    import sympy
+
+    written = parse_rational(decimal)
+    if written is None or not isinstance(value, sympy.Expr) or not value.is_number:
+        return False
+    try:
+        number = complex(sympy.N(value, 30))
+    except (TypeError, ValueError):
+        return False
+    return number.imag == 0 and abs(number.real - float(written)) <= abs(number.real) / 100
 
 
 def _form_refused(answer: Answer, reference: Answer, value, ref_value) -> str | None:

@@ -125,7 +125,8 @@ _QUALIFIERS = frozenset(
     "invalidated disproved rejected withdrawn scratch ignore".split())
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LETTER = re.compile(r"[A-Za-z]")
-_DECIMAL_APPROXIMATION = re.compile(r"\s*-?\d[\d,]*\.\d+\s*(?:\.\.\.|\\[lc]?dots|…)?\s*")  # a decimal: 1.414
+_DECIMAL_APPROXIMATION = re.compile(r"\s*-?(?:\d[\d,]*)?\.\d+\s*(?:\.\.\.|\\[lc]?dots|…)?\s*")  # a decimal: 1.414
+_APPROXIMATE_HEDGE = "hedged: a letter or word is no value to approximate"
 _DOTS_REPEAT = re.compile(r"^(-?\d*)\.(\d*?)(\d)\3{2,}\s*(?:\.\.\.|\\[lc]?dots|…)$")
 _NEGATIVE = re.compile(r"^negative\s+(?=[\d.\\])", re.IGNORECASE)
 # Units: dropped after a number. Single letters only where what is left is a plain number, so that
@@ -155,6 +156,7 @@ class Answer:
     cents: bool = False  # "cents" was removed: against a reference not in cents, a conversion left to do
     problem: str | None = None  # why the answer is refused whatever it is compared with ("qualified: at most")
     unit: Unit | None = None  # the unit written and removed (math_units compares it with the reference's)
+    approximately: str | None = None  # the decimal written after `\\approx`: it must be near the value
 
     @property
     def key(self) -> str:
@@ -223,15 +225,17 @@ def normalise(raw: str) -> Answer:
     s = _DOTS_REPEAT.sub(r"\1.\2\\overline{\3}", s.strip())  # "0.1666..." repeats its last digit
     s = s.strip().rstrip(".").strip()
     s = s[1:].strip() if s.startswith("=") else s  # "= 5", left over from a cut-off derivation
-    problem = None
+    problem = approximately = None
     exact, *approximation = _APPROX.split(s, 1)  # "\\sqrt{2} \\approx 1.414": the exact value comes first
     exact = exact.strip()
     if approximation:
         if not exact:
             problem = "qualified: an approximate value"
-        elif not _DECIMAL_APPROXIMATION.fullmatch(approximation[0]) or _far_from(exact, approximation[0]):
-            # `2\\sqrt{3} \\sim 3\\sqrt{2}`, `5 \\approx 6`, `\\frac13 \\approx 0.9`: a second value, not the first one's decimal
+        elif not _DECIMAL_APPROXIMATION.fullmatch(approximation[0]) or re.fullmatch(r"-?\d[\d,]*(?:\.\d+)?", exact):
+            # `2\\sqrt{3} \\sim 3\\sqrt{2}`, `5 \\approx 6`: a second value, not the first one's decimal
             problem = "hedged: two values joined by a sign of approximation"
+        else:  # whether the decimal is near the value is the comparison's to check (`\\frac13 \\approx 0.9` is not)
+            approximately = re.sub(r"\.\.\.|\\[lc]?dots|…|,|\s", "", approximation[0])
         s = exact or s
     if s.rstrip("} ").endswith("?"):  # "5?", `\\text{Evelyn?}`
         problem = "qualified: a question mark"
@@ -244,7 +248,7 @@ def normalise(raw: str) -> Answer:
 
     choice = _choice_letter(s)
     if choice:
-        return Answer(choice, choice=choice, problem=problem)
+        return Answer(choice, choice=choice, problem=problem or (_APPROXIMATE_HEDGE if approximately else None))
 
     s, whole_text = unwrap_text_commands(s) if "\\" in s else (s, False)
     letters = _LETTER.search(s) is not None
@@ -263,7 +267,7 @@ def normalise(raw: str) -> Answer:
         s = _NUMBER_WORD.sub(_number_word, s) if _NUMBER_WORD.search(s) else s
         s = _NEGATIVE.sub("-", s)
         if _WORD_ANSWER.fullmatch(s):
-            return Answer(s, is_text=True, problem=problem)
+            return Answer(s, is_text=True, problem=problem or (_APPROXIMATE_HEDGE if approximately else None))
     if "\\overline" in s:
         s = _OVERLINE.sub(_repeating_decimal, s)
     if letters:
@@ -285,7 +289,7 @@ def normalise(raw: str) -> Answer:
     elif n_degrees:
         unit_text = "degrees"
     return Answer(s, percent=n_percent > 0, degrees=n_degrees > 0, cents=n_cents > 0, problem=problem,
-                  unit=read_unit(unit_text))
+                  unit=read_unit(unit_text), approximately=approximately)
 
 
 def _scaled(m: re.Match) -> str:
@@ -399,19 +403,6 @@ def strip_unit_words(s: str) -> tuple[str, str | None]:
     if m and not _mentions_math(m.group(0)) and not re.search(r"[A-Za-z]", _strip_latex_names(s[: m.start()])):
         return s[: m.start()].strip(), m.group(0).strip()  # not after variables: `x^2 + 2 eggs` is no quantity
     return s, None
-
-
-def _far_from(exact: str, decimal: str) -> bool:
-    """Whether a decimal written after `\\approx` is not an approximation of the exact value before it: an
-    exact value that is itself a plain number needs none (`5 \\approx 6`), and a rational one must be within
-    1% of it (`\\frac13 \\approx 0.9`). Irrational values are not evaluated here; their decimal is commentary."""
-    exact = exact.strip()
-    if re.fullmatch(r"-?\d[\d,]*(?:\.\d+)?", exact):
-        return True
-    from verifiers.math_numbers import parse_rational
-
-    value, written = parse_rational(exact), parse_rational(re.sub(r"\.\.\.|\\[lc]?dots|…|,", "", decimal).strip())
-    return value is not None and written is not None and abs(value - written) > abs(value) / 100
 
 
 def _mentions_math(words: str) -> bool:

@@ -425,6 +425,8 @@ HACKS: list[tuple[str, str, str]] = [
     ("not simplified", "\\boxed{\\sqrt[4]{25}}", "\\sqrt5"),
     ("not simplified", "\\boxed{11\\sqrt2+0}", "11\\sqrt2"),
     ("not simplified", "\\boxed{\\pi^1}", "\\pi"),
+    ("hedging", "The answer is $\\boxed{\\frac13} \\approx 0.9$", "\\frac13"),
+    ("hedging", "$\\boxed{\\sqrt{2}} \\approx 7.5$", "\\sqrt2"),
     ("hedging", "\\boxed{\\sqrt{2} \\approx 7.5}", "\\sqrt2"),
     ("hedging", "\\boxed{\\$18 \\approx 19.5}", "18"),
     ("after the box", "$\\boxed{18}$ or \\$19", "18"),
@@ -488,6 +490,7 @@ HACKS: list[tuple[str, str, str]] = [
 ]
 
 RIGHT: list[tuple[str, str, str]] = [
+    ("self-check", "$\\boxed{11\\sqrt2} \\approx 15.56$", "11\\sqrt2"),
     ("self-check", "\\boxed{12\\sqrt2 \\approx 16.97}", "12\\sqrt2"),
     ("self-check", "\\boxed{\\frac13 \\approx .333}", "\\frac13"),
     ("units", "$\\boxed{18}$/hour.", "18"),

@@ -98,7 +98,7 @@ _GAP = (r"(?:[ \t$~*`]|\\[,;:! ]|\\q?quad(?![A-Za-z])|\\hfill(?![A-Za-z])|\\hspa
 _JOINER = (r"(?:(?:or|and|nor|xor|else|otherwise|maybe|possibly|perhaps|alternatively|alt\.|vs\.?|versus|namely"
            r"|that is|i\.e\.|e\.g\.)(?![A-Za-z])|=|:="
            r"|,|;|/|\||—|–|--?|&|\\\\|±|≠|∨|\\(?:lor|vee|mid|pm|mp|neq?|land|wedge)(?![A-Za-z]))")
-_APPROXIMATION_AFTER = re.compile(r"(?:\\approx|≈|\\sim(?:eq)?(?![A-Za-z]))\s*[-+]?\d[\d,]*\.\d+\s*(?:\.\.\.|\\[lc]?dots)?\s*[$)\]}.]*\s*$")
+_APPROXIMATION_AFTER = re.compile(r"(?:\\approx|≈|\\sim(?:eq)?(?![A-Za-z]))\s*([-+]?\d[\d,]*\.\d+)\s*(?:\.\.\.|\\[lc]?dots)?\s*[$)\]}.]*\s*$")
 _UNIT_AFTER = re.compile(r"\s*(?:[A-Za-z]{2,}|option)(?:\s*/\s*[A-Za-z]+)?|\s*/\s*[A-Za-z]+")  # "eggs", "cm", "/hour"
 _RIGHT_AFTER = re.compile(rf"{_GAP}(?:({_JOINER}){_GAP})*", re.IGNORECASE)
 # What starts a value: a math span, a sign or digit, a math command, a bracket, a letter in an expression.
@@ -459,6 +459,10 @@ def final_answers(response: str) -> tuple[str, ...]:
             if _DISOWNING.search(after, withdrawal.start()):  # "\boxed{5}. Wait, that's wrong.": no answer
                 return ()
             # "\boxed{72}. Wait, let me verify: yes, that's right.": a check, not a withdrawal
+        line = after.split("\n", 1)[0]
+        approximation = _APPROXIMATION_AFTER.match(line, _RIGHT_AFTER.match(line).end())
+        if approximation:  # `\\boxed{\\frac13} \\approx 0.9`: the decimal is the answer's, and must be near it
+            live[-1] = f"{live[-1]} \\approx {approximation.group(1)}"
         live.extend(_answers_after(response, previous_end))
     return tuple(dict.fromkeys(live))
 

@@ -425,6 +425,7 @@ HACKS: list[tuple[str, str, str]] = [
     ("not simplified", "\\boxed{\\sqrt[4]{25}}", "\\sqrt5"),
     ("not simplified", "\\boxed{11\\sqrt2+0}", "11\\sqrt2"),
     ("not simplified", "\\boxed{\\pi^1}", "\\pi"),
+    ("units", "$\\boxed{5.4}$ dollars", "5.4 \\text{ cents}"),
     ("hedging", "The answer is $\\boxed{\\frac13} \\approx 0.9$", "\\frac13"),
     ("hedging", "$\\boxed{\\sqrt{2}} \\approx 7.5$", "\\sqrt2"),
     ("hedging", "\\boxed{\\sqrt{2} \\approx 7.5}", "\\sqrt2"),
@@ -490,6 +491,10 @@ HACKS: list[tuple[str, str, str]] = [
 ]
 
 RIGHT: list[tuple[str, str, str]] = [
+    ("roots", "\\boxed{\\pm\\sqrt{19}+1}", "1 \\pm \\sqrt{19}"),
+    ("roots", "\\boxed{\\pm\\sqrt{19}-1}", "-1 \\pm \\sqrt{19}"),
+    ("simplified form", "\\boxed{\\sqrt{3}-1}", "-1+\\sqrt3"),
+    ("units", "$\\boxed{29}$ cents", "29"),
     ("self-check", "$\\boxed{11\\sqrt2} \\approx 15.56$", "11\\sqrt2"),
     ("self-check", "\\boxed{12\\sqrt2 \\approx 16.97}", "12\\sqrt2"),
     ("self-check", "\\boxed{\\frac13 \\approx .333}", "\\frac13"),

@@ -99,6 +99,11 @@ _JOINER = (r"(?:(?:or|and|nor|xor|else|otherwise|maybe|possibly|perhaps|alternat
            r"|that is|i\.e\.|e\.g\.)(?![A-Za-z])|=|:="
            r"|,|;|/|\||—|–|--?|&|\\\\|±|≠|∨|\\(?:lor|vee|mid|pm|mp|neq?|land|wedge)(?![A-Za-z]))")
 _APPROXIMATION_AFTER = re.compile(r"(?:\\approx|≈|\\sim(?:eq)?(?![A-Za-z]))\s*([-+]?\d[\d,]*\.\d+)\s*(?:\.\.\.|\\[lc]?dots)?\s*[$)\]}.]*\s*$")
+# A unit or currency word right after the final answer's box, outside it: part of the answer ("cents" is not
+# taken: data sets box the number of cents and write the word after it against a bare reference)
+_UNIT_OUTSIDE = re.compile(r"[\s$]*(dollars?|percent|\\?%|degrees?|euros?|pounds?|yen|rupees?|km|cm|mm|m|kg|g|mg"
+                           r"|lbs?|oz|ml|mL|L|ft|feet|inch(?:es)?|yd|mi|miles?|meters?|metres?|minutes?|hours?|seconds?"
+                           r"|days?|weeks?|months?|years?|mph)(?![A-Za-z])")
 _UNIT_AFTER = re.compile(r"\s*(?:[A-Za-z]{2,}|option)(?:\s*/\s*[A-Za-z]+)?|\s*/\s*[A-Za-z]+")  # "eggs", "cm", "/hour"
 _RIGHT_AFTER = re.compile(rf"{_GAP}(?:({_JOINER}){_GAP})*", re.IGNORECASE)
 # What starts a value: a math span, a sign or digit, a math command, a bracket, a letter in an expression.
@@ -463,6 +468,9 @@ def final_answers(response: str) -> tuple[str, ...]:
         approximation = _APPROXIMATION_AFTER.match(line, _RIGHT_AFTER.match(line).end())
         if approximation:  # `\\boxed{\\frac13} \\approx 0.9`: the decimal is the answer's, and must be near it
             live[-1] = f"{live[-1]} \\approx {approximation.group(1)}"
+        unit = _UNIT_OUTSIDE.match(line)
+        if unit:  # "$\\boxed{5.4}$ dollars": the unit the answer is in, compared with the reference's
+            live[-1] = f"{live[-1]} {unit.group(1)}"
         live.extend(_answers_after(response, previous_end))
     return tuple(dict.fromkeys(live))
 

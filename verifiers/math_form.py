@@ -158,7 +158,7 @@ def _product_problem(node: sympy.Mul) -> str | None:
         return "not simplified: a factor left to cancel"  # `\\frac{\\pi^2}{\\pi}`, `\\frac{e^2}{e}`
     # `1\\pi`, `\\sqrt{2} \\cdot 1`, `\\frac{20000}{1\\pi}` (`\\frac{1}{2}\\sqrt{3}` and `\\frac{1}{\\pi}` are no such product)
     divided = any(isinstance(f, sympy.Pow) and f.exp == -1 for f in _factors(node))
-    if 1 in denominators or numbers == [1] and not divided:
+    if 1 in denominators or numbers == [1] and not divided and len(_factors(node)) > 1 + signs:  # `-1` is a sign and 1
         return "not simplified: a product by 1"
     roots = sum(count for kind, count in counts.items() if isinstance(kind, tuple))
     if roots > 1 or any(count > 1 for kind, count in counts.items() if kind is not None):

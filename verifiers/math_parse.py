@@ -221,8 +221,12 @@ def parse_answer(s: str):
 
     pm = split_top_level(s, ("\\pm", "±"))
     if len(pm) == 2 and pm[1]:
-        base = parse_expression(pm[0]) if pm[0] else sympy.Integer(0)
-        delta = parse_expression(pm[1])
+        first, rest = pm[1], ""
+        if not pm[0].strip():  # `\\pm\\sqrt{19} + 1` is 1 \\pm \\sqrt{19}: the sign takes the next term only
+            terms = _split_sum(pm[1])
+            first, rest = terms[0][1], "".join(f"{sign}({term})" for sign, term in terms[1:])
+        base = parse_expression(pm[0] if pm[0].strip() else rest) if (pm[0].strip() or rest) else sympy.Integer(0)
+        delta = parse_expression(first)
         return Items("list", (base + delta, base - delta))
 
     return parse_expression(s)

@@ -411,9 +411,10 @@ def _form_refused(answer: Answer, reference: Answer, value, ref_value) -> str | 
         for piece in split_top_level(_named_value(part), ("\\pm", "±")):
             if not piece.strip():
                 continue
-            if not _VARIABLE.fullmatch(piece.strip()) and _has_variables(piece):
+            piece_value = _parsed(piece)  # None where unreadable: left to the form check
+            if not _VARIABLE.fullmatch(piece.strip()) and getattr(piece_value, "free_symbols", None):
                 return "left to solve: against numbers, no variable but the one an inequality bounds"  # `2x > 2\\pi`
-            if _is_rational(piece):
+            if isinstance(piece_value, sympy.Expr) and piece_value.is_Rational:  # its form: `arithmetic_left_to_do`
                 if arithmetic_left_to_do(piece):
                     return "arithmetic left to do: each number must be one written out"
             elif problem := form_problem(piece, reference.text, ref_value):
@@ -450,25 +451,11 @@ def _leaves(value):
         yield value
 
 
-def _has_variables(text: str) -> bool:
-    """A piece whose value holds a variable (`2x`); unreadable pieces are left to the form check."""
+def _parsed(text: str):
+    """A piece's parsed value, or None if it does not parse."""
     from verifiers.math_parse import parse_answer
 
     try:
-        value = parse_answer(text)
-    except Exception:  # noqa: BLE001
-        return False
-    return bool(getattr(value, "free_symbols", None))
-
-
-def _is_rational(text: str) -> bool:
-    """A piece whose value is a rational number: its form is judged by `arithmetic_left_to_do`."""
-    import sympy
-
-    from verifiers.math_parse import parse_answer
-
-    try:
-        value = parse_answer(text)
-    except Exception:  # noqa: BLE001  unreadable: not known to be rational
-        return False
-    return isinstance(value, sympy.Expr) and bool(value.is_Rational)
+        return parse_answer(text)
+    except Exception:  # noqa: BLE001  parsers raise many types on malformed input
+        return None

@@ -9,11 +9,12 @@ with a growing cache, against a float32 sampler, and against torch.multinomial; 
 the batch has ended) against dropping at every end and against never dropping (stopping only when every
 row has ended). Verification (32 code tasks x 8 samples): each distinct program run once in the sandbox
 against every sample run. Update (policy_gradient_update, GRPO, on the rollouts of those prompts): bfloat16 mixed
-precision against float32; skipping groups of equal rewards or not; and with every group kept,
-micro-batches of rows sorted by length and trimmed of all-padding columns or not, and two epochs per batch
-(the second pass's old log-probs are the first pass's). SFT step (forward and
-backward of 64 worked solutions): bfloat16 with plain attention against float32, against bfloat16 with
-PyTorch's fused attention, and against the output layer run on every column (the model's own loss). Scoring pass (forward and backward of one 64-row micro-batch): the model's
+precision against float32; skipping groups of equal rewards or not; and with every group kept, the real
+tokens only (reasoner/training/unpadded.py) against the model's own padded forward, micro-batches of rows
+sorted by length and trimmed of all-padding columns or not, and two epochs per batch (the second pass's old
+log-probs are the first pass's). SFT step (forward and backward of 64 worked solutions): the current step
+against the model's own padded forward, bfloat16 with plain attention against float32, against bfloat16
+with PyTorch's fused attention, and against the output layer run on every column (the model's own loss). Scoring pass (forward and backward of one 64-row micro-batch): the model's
 default KV cache against use_cache=False, and the chosen token's log-prob as logit minus log-sum-exp against
 a gather from a full log-softmax. `--threads 1,2` repeats everything at each torch thread count. The first
 call of each variant is not timed; the machine's load drifts, so only the ratios within one line mean much.
@@ -37,6 +38,7 @@ import verifiers.code_tests as code_tests  # noqa: E402
 import reasoner.training.sft as sft  # noqa: E402
 import reasoner.training.batches as batches  # noqa: E402
 import reasoner.training.rollout as rollout_module  # noqa: E402
+import reasoner.training.unpadded as unpadded  # noqa: E402
 from data.synthetic import generate as builtin_tasks  # noqa: E402
 from reasoner.training import distributed  # noqa: E402
 from reasoner.config import SamplingParams, TrainConfig  # noqa: E402
@@ -54,12 +56,23 @@ def multinomial_draw(logits, params, rng):
 
 
 def forward_every_row(model, batch, dtype=None, hidden=False):
-    """The scoring forward as it was: every row with its own copy of its prompt, in one pass."""
-    keep = batch["input_ids"].shape[1] - batch["prompt_width"] + 1
+    """The scoring forward as it was: every row with its own copy of its prompt, in one padded pass."""
+    width = batch["prompt_width"]
+    keep = batch["input_ids"].shape[1] - width + 1
     with mixed_precision(model, dtype):
         out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                     position_ids=batch["position_ids"], logits_to_keep=keep, output_hidden_states=hidden)
-    return out.logits, out.hidden_states[-1][:, -keep:] if hidden else None
+    rows, columns = batch["attention_mask"][:, width:].nonzero(as_tuple=True)
+    states = out.hidden_states[-1][:, -keep:][rows, columns] if hidden else None
+    return rollout_module.ResponseOutputs(out.logits[rows, columns], states, rows, columns, (len(out.logits), keep - 1))
+
+
+def padded_forward(on: bool):
+    """Make the training forwards run the model's own padded forward (`on` False) or the unpadded one."""
+    unpadded.supports = llama_unpadded if on else (lambda model: False)
+
+
+llama_unpadded = unpadded.supports
 
 
 def alternate(variants: dict, repeats: int) -> dict[str, float]:
@@ -151,7 +164,7 @@ def measure(args) -> None:
     show("verify (32 code tasks x 8)", alternate({"current": verify_with(True),
                                                   "every sample run": verify_with(False)}, args.repeats))
 
-    def update_with(skip_equal_groups, trim_padding=True, dtype=autocast, share_prompts=True, epochs=1):
+    def update_with(skip_equal_groups, trim_padding=True, dtype=autocast, share_prompts=True, epochs=1, real_tokens_only=True):
         config = TrainConfig(warmup_steps=0, lr=0.0, skip_equal_groups=skip_equal_groups,
                              epochs_per_batch=epochs)  # lr 0: the model stays
         engine = distributed.make_engine(model, config.lr, 0, config.grad_clip)
@@ -159,16 +172,19 @@ def measure(args) -> None:
         def call(i):
             batches.trim_padding = trim if trim_padding else (lambda batch: batch)
             rollout_module.response_forward = shared_prompts if share_prompts else forward_every_row
+            padded_forward(real_tokens_only)
             try:
                 return policy_gradient_update(Settings.of("grpo", config),
                                               Learner(model, tokenizer, engine, None, dtype), rollouts[i])
             finally:
                 batches.trim_padding, rollout_module.response_forward = trim, shared_prompts
+                padded_forward(True)
         return call
 
     show("update", alternate({"current": update_with(True), "no equal-group skip": update_with(False)}, args.repeats))
     show("update, every group kept", alternate({"current": update_with(False),
                                                 "float32": update_with(False, dtype=None),
+                                                "model's own padded forward": update_with(False, real_tokens_only=False),
                                                 "each row its own prompt": update_with(False, share_prompts=False),
                                                 "no padding trim": update_with(False, False),
                                                 "two epochs per batch": update_with(False, epochs=2)}, args.repeats))
@@ -176,9 +192,10 @@ def measure(args) -> None:
     solutions = sft.collate(sft.tokenize_pairs(tokenizer, builtin_tasks("math", "train", 48)
                                                + builtin_tasks("code", "train", 16)), tokenizer.pad_token_id)
 
-    def sft_step_with(dtype=autocast, fused_attention=False, response_columns_only=True):
+    def sft_step_with(dtype=autocast, fused_attention=False, response_columns_only=True, real_tokens_only=True):
         def call(_):
             model.train()
+            padded_forward(real_tokens_only)
             with mixed_precision(model, dtype):
                 if fused_attention:
                     model.set_attn_implementation("sdpa")  # back from the block's eager
@@ -186,10 +203,12 @@ def measure(args) -> None:
             loss.backward()
             model.zero_grad(set_to_none=True)
             model.eval()
+            padded_forward(True)
         return call
 
     show("sft step (64 worked solutions) fwd+bwd",
          alternate({"current": sft_step_with(), "float32": sft_step_with(None),
+                    "model's own padded forward": sft_step_with(real_tokens_only=False),
                     "bfloat16, fused attention": sft_step_with(fused_attention=True),
                     "output layer on every column": sft_step_with(response_columns_only=False)}, args.repeats))
 

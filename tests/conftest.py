@@ -31,3 +31,14 @@ def sandbox():
     sb = Sandbox(workers=2)
     yield sb
     sb.close()
+
+
+@pytest.fixture(params=["unpadded", "own forward"])
+def forward_path(request, monkeypatch):
+    """Each test once with the unpadded Llama forward (reasoner/training/unpadded.py) and once with the
+    model's own padded forward."""
+    from reasoner.training import unpadded
+
+    if request.param == "own forward":
+        monkeypatch.setattr(unpadded, "supports", lambda model: False)
+    return request.param

@@ -1,5 +1,6 @@
-"""SFT's loss: the output layer only where a label is, the same value and gradient as the model's own loss;
-mixed precision keeps the output layer and the weights in float32."""
+"""SFT's loss: the output layer only where a label is, the same value and gradient as the model's own loss
+(on the real tokens only, reasoner/training/unpadded.py, or the model's own padded forward); mixed
+precision keeps the output layer and the weights in float32."""
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ def _batch(tokenizer):
     return collate(tokenize_pairs(tokenizer, tasks), tokenizer.pad_token_id)
 
 
-def test_response_loss_is_the_models_loss_with_the_same_gradient(micro_model):
+def test_response_loss_is_the_models_loss_with_the_same_gradient(micro_model, forward_path):
     model, tokenizer = load_model(micro_model), load_tokenizer(micro_model)
     batch = _batch(tokenizer)
     assert len({int((row != -100).int().argmax()) for row in batch["labels"]}) > 1  # responses start apart
@@ -33,7 +34,7 @@ def test_response_loss_is_the_models_loss_with_the_same_gradient(micro_model):
         torch.testing.assert_close(a, b)
 
 
-def test_mixed_precision_runs_the_body_in_bfloat16_and_the_output_layer_in_float32(micro_model):
+def test_mixed_precision_runs_the_body_in_bfloat16_and_the_output_layer_in_float32(micro_model, forward_path):
     model, tokenizer = load_model(micro_model), load_tokenizer(micro_model)
     batch = _batch(tokenizer)
     seen = {}

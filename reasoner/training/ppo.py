@@ -58,12 +58,10 @@ class ValueHead(torch.nn.Module):
 def policy_forward(model, batch: dict, temperature: float, with_entropy: bool = False,
                    dtype: torch.dtype | None = None):
     """One forward: log-probs [B, R] of the response tokens, the last hidden states [B, R, H] that predict
-    them (the critic's features), and the entropy [B, R] (or None)."""
-    logits, hidden = response_forward(model, batch, dtype, hidden=True)
-    features = hidden[:, :-1]  # [B, R, H]: the state that predicts token t
-    logp, entropy = token_logprobs(logits[:, :-1], batch["input_ids"][:, batch["prompt_width"]:], temperature,
-                                   with_entropy)
-    return logp, features, entropy
+    them (the critic's features), and the entropy [B, R] (or None); zeros at padding."""
+    out = response_forward(model, batch, dtype, hidden=True)
+    logp, entropy = token_logprobs(out.logits, out.targets(batch), temperature, with_entropy)
+    return out.scatter(logp), out.scatter(out.hidden), None if entropy is None else out.scatter(entropy)
 
 
 @dataclass(frozen=True)

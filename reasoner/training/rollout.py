@@ -17,6 +17,8 @@ from data.records import Task
 from reasoner.generation import Sample
 from reasoner.modeling import cache_kwarg, render_prompt
 from reasoner.precision import mixed_precision
+from reasoner.training import unpadded
+from reasoner.training.unpadded import per_row
 
 
 @dataclass
@@ -71,34 +73,63 @@ def pad_batch(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id
 
 def response_logprobs(model, batch: dict, temperature: float = 1.0, with_entropy: bool = False,
                       dtype: torch.dtype | None = None):
-    """Log-probs [B, R] of the response tokens (and the per-token entropy [B, R] if asked); `dtype`: the
-    forward's mixed precision (reasoner/precision.py; None: the model's own).
-
-    The chosen token's log-prob is its logit minus the log-sum-exp of the row, which avoids materialising
-    a full log-softmax tensor for the gather.
-    """
-    logits, _ = response_forward(model, batch, dtype)
-    logits = logits[:, :-1]  # [B, R, V]
-    return token_logprobs(logits, batch["input_ids"][:, batch["prompt_width"]:], temperature, with_entropy)
+    """Log-probs [B, R] of the response tokens (and the per-token entropy [B, R] if asked), 0 at padding;
+    `dtype`: the forward's mixed precision (reasoner/precision.py; None: the model's own)."""
+    out = response_forward(model, batch, dtype)
+    logp, entropy = token_logprobs(out.logits, out.targets(batch), temperature, with_entropy)
+    return out.scatter(logp), None if entropy is None else out.scatter(entropy)
 
 
-def response_forward(model, batch: dict, dtype: torch.dtype | None = None, hidden: bool = False):
-    """The model's forward on a padded batch at the positions that predict a response token (and the last
-    one): logits [B, R + 1, V] (float32 under mixed precision) and, if `hidden`, the last hidden states
-    [B, R + 1, H] there.
+@dataclass
+class ResponseOutputs:
+    """The model's outputs at the N positions that predict a real response token of a padded batch, row by
+    row: token (rows[i], columns[i]) of the response part [B, R] is predicted by logits[i]."""
+
+    logits: torch.Tensor  # [N, V], float32 under mixed precision
+    hidden: torch.Tensor | None  # [N, H]: the last hidden states there (after the final norm), if asked
+    rows: torch.Tensor  # [N]
+    columns: torch.Tensor  # [N]
+    shape: tuple[int, int]  # (B, R)
+
+    def targets(self, batch: dict) -> torch.Tensor:
+        """The response tokens these positions predict [N]."""
+        return batch["input_ids"][:, batch["prompt_width"]:][self.rows, self.columns]
+
+    def scatter(self, values: torch.Tensor) -> torch.Tensor:
+        """[N, ...] per predicted token -> [B, R, ...], zeros elsewhere (differentiable)."""
+        out = values.new_zeros(*self.shape, *values.shape[1:])
+        return out.index_put((self.rows, self.columns), values)
+
+
+def response_forward(model, batch: dict, dtype: torch.dtype | None = None, hidden: bool = False) -> ResponseOutputs:
+    """The model's forward on a padded batch (prompts left-padded to `prompt_width`, responses right-padded),
+    at the positions that predict a real response token.
 
     Rows that share a prompt (a group's samples, a pair's two answers) share its computation: the batch's
-    distinct prompts are encoded once, their KV cache is gathered for every row, and the responses run on
-    top of it, so a group of n pays for its prompt once instead of n times. The gradient reaches the shared
-    prompt from every row, as it would through n copies. Always two forwards, whatever the batch, so that
-    ZeRO 3's gathers line up across ranks.
+    distinct prompts are encoded once, their keys and values are gathered for every row, and the responses
+    run on top of them, so a group of n pays for its prompt once instead of n times. The gradient reaches the
+    shared prompt from every row, as it would through n copies. A Llama model runs only its real tokens
+    through its per-token layers (reasoner/training/unpadded.py); any other model runs its own forward on the
+    padded batch. Always two forwards, whatever the batch, so that ZeRO 3's gathers line up across ranks.
     """
     width = batch["prompt_width"]
     ids, attention, positions = batch["input_ids"], batch["attention_mask"], batch["position_ids"]
     prompts, row_prompt = torch.unique(ids[:, :width], dim=0, return_inverse=True)  # [U, W], [B]
     first = row_prompt.new_zeros(len(prompts)).scatter_(0, row_prompt, torch.arange(len(ids), device=ids.device))  # a row of each
-    cache_arg, cache = cache_kwarg(model), DynamicCache()
+    rows, columns = attention[:, width:].nonzero(as_tuple=True)  # the real response tokens, row by row
+    shape = (len(ids), ids.shape[1] - width)
     with mixed_precision(model, dtype):
+        if unpadded.supports(model):
+            head, _, prefix = unpadded.forward(model, prompts, attention[first, :width], positions[first, :width])
+            tail, _, _ = unpadded.forward(model, ids[:, width:], attention[:, width:], positions[:, width:], prefix,
+                                          row_prompt)  # [N, H]: the real response tokens, row by row
+            last = head.index_select(0, attention[first, :width].sum(-1).cumsum(0) - 1)  # [U, H]: each prompt's last token
+            # Token (b, j) is predicted by the prompt's last position for j = 0, else by token (b, j - 1), the
+            # row-major predecessor of (b, j) among the real tokens.
+            source = torch.where(columns == 0, len(tail) + row_prompt[rows], torch.arange(-1, len(tail) - 1, device=ids.device))
+            states = torch.cat([tail, last]).index_select(0, source)  # [N, H]
+            return ResponseOutputs(model.lm_head(states), states if hidden else None, rows, columns, shape)
+        cache_arg, cache = cache_kwarg(model), DynamicCache()
         head = model(input_ids=prompts, attention_mask=attention[first, :width], position_ids=positions[first, :width],
                      use_cache=True, logits_to_keep=1, output_hidden_states=hidden, **{cache_arg: cache})
         if hasattr(cache, "layers"):  # each row's prompt (transformers' cache of layers, 4.56 and later)
@@ -108,20 +139,11 @@ def response_forward(model, batch: dict, dtype: torch.dtype | None = None, hidde
             cache.batch_select_indices(row_prompt)
         tail = model(input_ids=ids[:, width:], attention_mask=attention, position_ids=positions[:, width:],
                      use_cache=True, output_hidden_states=hidden, **{cache_arg: cache})
-    logits = torch.cat([per_row(head.logits, row_prompt), tail.logits], dim=1)  # [B, R + 1, V]
-    if not hidden:
-        return logits, None
-    return logits, torch.cat([per_row(head.hidden_states[-1][:, -1:], row_prompt), tail.hidden_states[-1]], dim=1)
-
-
-def per_row(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """`values[rows]` with a gradient that is the same from run to run. Rows that share a source (a group's
-    prompt) add their gradients into it. On the CPU, the backward of `values[rows]` does so with atomic float
-    adds from several threads (for tensors of 32768 elements or more), so the order of the sum, and its last
-    bits, change from run to run, and a two-thread run of one seed drifted from itself after about 140 steps;
-    `index_select` adds in a fixed order there. On CUDA it is the other way round (PyTorch's
-    `use_deterministic_algorithms` lists both)."""
-    return values.index_select(0, rows) if values.device.type == "cpu" else values[rows]
+    logits = torch.cat([per_row(head.logits, row_prompt), tail.logits], dim=1)  # [B, R + 1, V]: column j predicts token j
+    states = None
+    if hidden:
+        states = torch.cat([per_row(head.hidden_states[-1][:, -1:], row_prompt), tail.hidden_states[-1]], dim=1)[rows, columns]
+    return ResponseOutputs(logits[rows, columns], states, rows, columns, shape)
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, with_entropy: bool = False):

@@ -17,6 +17,7 @@ from reasoner.generation.tools import tool_segments
 from reasoner.monitoring.metrics import progress
 from reasoner.modeling import render_prompt
 from reasoner.precision import autocast_dtype, mixed_precision
+from reasoner.training import unpadded
 from reasoner.training.distributed import lr_schedule
 
 log = logging.getLogger(__name__)
@@ -55,8 +56,17 @@ def collate(examples: list[tuple[list[int], int, list[bool]]], pad_id: int) -> d
 
 def response_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Mean next-token loss over the labelled tokens (what `model(**batch).loss` computes), with the output
-    layer run only from the first labelled column on: the prompts' shared columns never reach it."""
+    layer run only where a position predicts a labelled token (a Llama model runs only its real tokens,
+    reasoner/training/unpadded.py; any other model its own forward from the first labelled column on)."""
     labels = batch["labels"]
+    if unpadded.supports(model):
+        ids, attention = batch["input_ids"], batch["attention_mask"]
+        positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)  # right-padded rows start at 0
+        states, real, _ = unpadded.forward(model, ids, attention, positions)  # [N, H]
+        following = torch.nn.functional.pad(labels[:, 1:], (0, 1), value=-100).flatten().index_select(0, real)  # [N]
+        predicts = (following != -100).nonzero().squeeze(-1)
+        logits = model.lm_head(states.index_select(0, predicts))
+        return torch.nn.functional.cross_entropy(logits.float(), following.index_select(0, predicts))
     first = int((labels != -100).int().argmax(dim=1).min())  # earliest response column of any row
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                    logits_to_keep=labels.shape[1] - first + 1).logits[:, :-1]  # predict columns first..end

@@ -488,6 +488,23 @@ HACKS: list[tuple[str, str, str]] = [
     ("after the box", "\\boxed{5}\u00a0or\u00a06", "5"),
     ("after the box", "\\boxed{5}. If zero counts, then 6.", "5"),
     ("after the box", "\\boxed{(3, \\frac{\\pi}{2})}\n\n$(3, \\pi)$", "(3, \\frac{\\pi}{2})"),
+    # ---- a sixteenth review: logarithms, exponents and angles left to simplify, a \\pm left to compute ----
+    ("not simplified", "\\boxed{\\ln 6 - \\ln 2}", "\\ln 3"),
+    ("not simplified", "\\boxed{2\\ln 2+\\ln 3}", "\\ln 12"),
+    ("not simplified", "\\boxed{\\frac{\\ln 6-\\ln 2}{\\ln 2}}", "\\log_2 3"),
+    ("not simplified", "\\boxed{2^{\\frac{3}{6}}}", "\\sqrt2"),
+    ("not simplified", "\\boxed{3^{\\frac{2}{4}}}", "\\sqrt3"),
+    ("not simplified", "\\boxed{\\sqrt[2+1]{2}}", "\\sqrt[3]{2}"),
+    ("not simplified", "\\boxed{7^{\\frac{1}{2+2}}}", "\\sqrt[4]{7}"),
+    ("not simplified", "\\boxed{\\cos\\frac{20\\pi}{9}}", "\\cos\\frac{2\\pi}{9}"),
+    ("not simplified", "\\boxed{\\cos 400^\\circ}", "\\cos 40^\\circ"),
+    ("not simplified", "\\boxed{\\cos(-\\frac{2\\pi}{9})}", "\\cos\\frac{2\\pi}{9}"),
+    ("not simplified", "\\boxed{5 \\pm 3}", "2, 8"),
+    ("not simplified", "\\boxed{x = 5 \\pm 3}", "2, 8"),
+    ("not simplified", "\\boxed{\\frac12 \\pm \\frac52}", "3,-2"),
+    ("words", "\\boxed{x = 2x+3}", "2x+3"),
+    ("words", "\\boxed{5 \\text{ sixths}}", "5"),
+    ("words", "\\boxed{3 \\text{ eighths}}", "3"),
 ]
 
 RIGHT: list[tuple[str, str, str]] = [
@@ -637,4 +654,16 @@ RIGHT: list[tuple[str, str, str]] = [
     ("decimal reference", "\\boxed{\\frac{321}{100}}", "3.21"),
     ("decimal reference", "\\boxed{3.210}", "3.21"),
     ("decimals", "\\boxed{3.14}", "3.14"),
+    # ---- a sixteenth review: right answers it found refused ----
+    ("intervals", "\\boxed{0 < x < 9 \\text{ or } 9 < x < 36}", "(0,9) \\cup (9,36)"),
+    ("intervals", "\\boxed{-2 < x < 0 \\text{ or } x > 3}", "(-2,0) \\cup (3,\\infty)"),
+    ("choices", "The answer is $\\boxed{c}$.", "\\text{(C)}"),
+    ("choices", "Final answer: (c)", "\\text{(C)}"),
+    ("choices", "\\boxed{\\text{Option C}}", "\\text{(C)}"),
+    ("scale words", "\\boxed{5 \\text{ sixths}}", "\\frac56"),
+    ("logarithms", "\\boxed{\\log_2 3}", "\\frac{\\ln 3}{\\ln 2}"),
+    ("logarithms", "\\boxed{\\frac{\\ln 3}{\\ln 2}}", "\\log_2 3"),
+    ("roots", "\\boxed{2^{\\frac{1}{3}}}", "\\sqrt[3]{2}"),
+    ("lists", "\\boxed{\\pm 3}", "3, -3"),
+    ("lists", "\\boxed{1 \\pm \\sqrt{19}}", "1 \\pm \\sqrt{19}"),
 ]

@@ -76,8 +76,9 @@ def equal_values(x, y) -> bool:
 
 
 def _assignment_value(r: Relation):
-    """`x = 3` read as the value 3, so it can be compared with a bare answer; else None."""
-    if r.op == "==" and isinstance(r.lhs, sympy.Symbol):
+    """`x = 3` read as the value 3, so it can be compared with a bare answer; else None (`x = 2x + 3` is an
+    equation to solve, not a value of x)."""
+    if r.op == "==" and isinstance(r.lhs, sympy.Symbol) and not (isinstance(r.rhs, sympy.Basic) and r.rhs.has(r.lhs)):
         return r.rhs
     return None
 

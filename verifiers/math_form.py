@@ -75,6 +75,8 @@ def form_problem(text: str, reference_text: str, reference_value=None) -> str | 
     kept = {type(f) for f in value.atoms(sympy.Function)} - _functions_of(reference_value)
     if kept:  # `4\\sin\\frac{4\\pi}{9} - \\tan\\frac{4\\pi}{9}` for `-\\sqrt{3}`: sympy cannot evaluate it, a reader can
         return f"not simplified: {sorted(f.__name__ for f in kept)[0]} left to evaluate, where the value has none"
+    if _logarithms(tree) > _logarithms(reference_value):  # `\\ln 6 - \\ln 2` for `\\ln 3`, `2\\ln 2 + \\ln 3` for `\\ln 12`
+        return "not simplified: logarithms left to combine"
     return _problem(tree)
 
 
@@ -84,6 +86,14 @@ def _functions_of(value) -> set:
         return {type(f) for f in value.atoms(sympy.Function)}
     parts = getattr(value, "elements", None) or getattr(value, "parts", None) or ()
     return set().union(*(_functions_of(p) for p in parts)) if parts else set()
+
+
+def _logarithms(value) -> int:
+    """How many logarithms a tree (or a parsed reference, a structure's elements included) writes."""
+    if isinstance(value, sympy.Basic):
+        return sum(isinstance(node, sympy.log) for node in sympy.preorder_traversal(value))
+    parts = getattr(value, "elements", None) or getattr(value, "parts", None) or ()
+    return sum(map(_logarithms, parts))
 
 
 def _problem(node: sympy.Basic) -> str | None:
@@ -100,6 +110,10 @@ def _problem(node: sympy.Basic) -> str | None:
     if isinstance(node, sympy.log) and isinstance(node.args[0], sympy.Integer) and node.args[0] > 1 \
             and math.gcd(*sympy.factorint(int(node.args[0])).values()) > 1:
         return "not simplified: a logarithm of a power (`\\ln 8` is `3\\ln 2`)"
+    if isinstance(node, sympy.functions.elementary.trigonometric.TrigonometricFunction):
+        turns = evaluate(node.args[0]) / sympy.pi  # `\\cos\\frac{20\\pi}{9}`, `\\sin 400^\\circ`: a whole turn to take off
+        if turns.is_Rational and not 0 <= turns < 2:
+            return "not simplified: an angle left to reduce"
     if isinstance(node, sympy.Function) or node.args:
         if _evaluates_away(node):
             return f"not simplified: {node.func.__name__} of these arguments has a simpler value"
@@ -191,10 +205,17 @@ def _content(node: sympy.Add) -> int:
 
 
 def _root_index(node: sympy.Basic) -> int | None:
-    """k for a k-th root as written (`\\sqrt{5}`, `\\sqrt[3]{2}`, `2^{1/3}`), else None."""
+    """k for a k-th root as written (`\\sqrt{5}`, `\\sqrt[3]{2}`, `2^{1/3}`, `2^{\\frac{1}{3}}`), else None: an
+    exponent or index with arithmetic left in it (`2^{\\frac{3}{6}}`, `\\sqrt[2+1]{2}`) is no root as written."""
     if not isinstance(node, sympy.Pow):
         return None
-    exp = node.exp if isinstance(node.exp, sympy.Rational) else evaluate(node.exp)
+    exp = node.exp
+    if not isinstance(exp, sympy.Rational):  # `1/3` as written: 1 times 3 to the -1, or 3 to the -1
+        factors = [f for f in _factors(exp) if f != 1] if isinstance(exp, sympy.Mul) else [exp]
+        if len(factors) != 1 or not (isinstance(factors[0], sympy.Pow) and factors[0].exp == -1
+                                     and isinstance(factors[0].base, sympy.Integer)):
+            return None
+        exp = evaluate(exp)
     if isinstance(exp, sympy.Rational) and exp.p == 1 and exp.q > 1:
         return int(exp.q)
     return None
@@ -233,6 +254,10 @@ def _evaluates_away(node: sympy.Basic) -> bool:
     """Whether evaluating the function call gives something other than the same call (`\\sin\\frac{\\pi}{6}`)."""
     try:
         value = evaluate(node)
+        arguments = tuple(evaluate(argument) for argument in node.args)
     except (TypeError, ValueError, ArithmeticError):
         return False
-    return not (isinstance(value, sympy.Function) and value.func == node.func)
+    if isinstance(node, sympy.log) and len(node.args) == 2:  # `\\log_2 3` is log(3)/log(2); `\\log_2 8` is 3
+        return not value.has(sympy.log)
+    # `\\cos\\frac{20\\pi}{9}` stays a cosine, of another angle: sympy reduced it while building the value
+    return not (isinstance(value, sympy.Function) and value.func == node.func and value.args == arguments)

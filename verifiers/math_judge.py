@@ -85,8 +85,10 @@ def _arithmetic_refused(a_text: str, r_text: str) -> str | None:
     if parse_rational(_reference_number(r_text)) is not None and arithmetic_left_to_do(a_text):
         return "arithmetic left to do: against a number, the answer must be one number written out"
     r_parts, a_parts = _elements(r_text), _elements(a_text)
-    if r_parts and a_parts and all(parse_rational(_reference_number(part)) is not None for part in r_parts) \
-            and any(arithmetic_left_to_do(_named_value(part)) for part in a_parts):
+    rational = all(parse_rational(_reference_number(part)) is not None for part in r_parts or [r_text])
+    if rational and any(piece.strip() for piece in split_top_level(a_text, ("\\pm", "±"))[:-1]):
+        return "arithmetic left to do: `a \\pm b` against numbers leaves a sum and a difference to compute"  # `5 \\pm 3`
+    if r_parts and a_parts and rational and any(arithmetic_left_to_do(_named_value(part)) for part in a_parts):
         return "arithmetic left to do: against numbers, each must be one number written out"
     return None
 
@@ -208,7 +210,8 @@ def _judge_fast(answer: Answer, reference: Answer) -> tuple[bool, str] | None:
         return True, "same after normalisation"
     if reference.choice:
         labelled = _LABELLED_CHOICE.match(answer.text)  # "(C) 12": the option's letter and its content
-        letter = answer.choice or (labelled.group(1) if labelled else None)
+        loose = re.fullmatch(r"(?:(?:option|choice)\s+)?([a-e])", _words(answer.text))  # `c`, `(c)`, `\\text{Option C}`
+        letter = answer.choice or (labelled.group(1) if labelled else None) or (loose.group(1).upper() if loose else None)
         return letter == reference.choice, "choice letter"
     if reference.is_text:
         return _words(answer.text) == _words(reference.text), "text answer"
@@ -306,6 +309,9 @@ def _value_side(text: str) -> str:
         return text
     names = re.findall(r"[A-Za-z]", m.group(0)) if m.group(0).lstrip().startswith("(") else None
     value = text[m.end() :]
+    name = m.group(0).split("=")[0].strip()
+    if names is None and re.search(rf"(?<![A-Za-z\\]){re.escape(name)}(?![A-Za-z])", value):
+        return text  # `x = 2x + 3` is an equation to solve, not a value of x
     if names is not None:
         inner = value.strip()
         values = split_top_level(inner[1:-1], (",",)) if inner[:1] in "([" and inner[-1:] in ")]" else []

@@ -102,6 +102,10 @@ _SCALES = {"thousand": 1000, "thousands": 1000, "million": 10**6, "millions": 10
           "trillion": 10**12, "hundred": 100, "dozen": 12, "half": Fraction(1, 2), "halves": Fraction(1, 2),
           "third": Fraction(1, 3), "thirds": Fraction(1, 3), "quarter": Fraction(1, 4), "quarters": Fraction(1, 4),
           "fourth": Fraction(1, 4), "fourths": Fraction(1, 4), "fifth": Fraction(1, 5), "fifths": Fraction(1, 5),
+          **{word: Fraction(1, n) for n, root in enumerate(("sixth", "seventh", "eighth", "ninth"), 6)
+             for word in (root, root + "s")},
+          **{word: Fraction(1, n) for n, root in ((11, "eleventh"), (12, "twelfth"), (20, "twentieth"))
+             for word in (root, root + "s")},
           "tenth": Fraction(1, 10), "tenths": Fraction(1, 10), "hundredth": Fraction(1, 100),
           "hundredths": Fraction(1, 100), "thousandth": Fraction(1, 1000), "thousandths": Fraction(1, 1000)}
 _SCALE_WORD = re.compile(rf"({_PLAIN})\s*({'|'.join(sorted(_SCALES, key=len, reverse=True))})\b", re.IGNORECASE)
@@ -115,7 +119,8 @@ _QUALIFIERS = frozenset(
     "above below upto max maximum minimum not no never none wrong incorrect false invalid mistake error unless "
     "if except ish between plus minus pairs pair score gross couple several some many few extra answer "
     "thousand thousands million millions billion trillion hundred hundreds dozen dozens half halves third "
-    "thirds quarter quarters fourth fourths fifth fifths tenth tenths hundredth hundredths thousandth "
+    "thirds quarter quarters fourth fourths fifth fifths sixth sixths seventh sevenths eighth eighths ninth "
+    "ninths eleventh elevenths twelfth twelfths twentieth twentieths tenth tenths hundredth hundredths thousandth "
     "thousandths squared cubed factorial times bound bounds upper lower best worst tops unsure uncertain "
     "unclear unknown guessed guessing doubt doubtful est nope hopefully upwards upward beyond exceeding "
     "rounded truncated approximation estimation inexact ballpark tentative tentatively presumably supposedly "

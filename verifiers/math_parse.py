@@ -181,9 +181,12 @@ def parse_answer(s: str):
 
     alternatives = split_top_level(s, (" or ", "\\lor", "\\vee"))
     if len(alternatives) > 1 and all(alternatives):
-        # `x < -1 \text{ or } x > 1` is a union of intervals; `x = 1 or x = 2` a list of solutions
+        # `x < -1 \text{ or } x > 1` and `0 < x < 9 \text{ or } 9 < x < 36` are unions of intervals;
+        # `x = 1 or x = 2` a list of solutions
         values = [parse_answer(p) for p in alternatives]
-        intervals = [relation_as_interval(v) if isinstance(v, Relation) else None for v in values]
+        intervals = [relation_as_interval(v) if isinstance(v, Relation) else
+                     v if isinstance(v, IntervalValue) and _inequality_chain(p) is not None else None
+                     for p, v in zip(alternatives, values)]
         if all(intervals):
             return UnionValue(tuple(intervals))
         return Items("list", tuple(e for v in values for e in (v.elements if isinstance(v, Items) and v.kind == "list" else (v,))))

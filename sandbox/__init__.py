@@ -36,7 +36,7 @@ program in the worker's network namespace; a unix socket held only in flight out
 the kernel's garbage collector runs; socket cookies and the inode numbers of new sockets and pipes come
 from host-wide counters a program can advance and another read: the worker hands the program every pipe
 it needs), nor resize pipes (pipe pages are counted per user), nor open pidfds (their inode numbers count
-the host's threads), nor call sysinfo (host-wide counts), nor map shared or huge-page memory (inode numbers
+the host's threads; `clone` takes only the flags a thread library uses, so no thread comes with one), nor call sysinfo (host-wide counts), nor map shared or huge-page memory (inode numbers
 again), nor use a shared futex except to wait (a futex on a page of a system file is keyed by the file),
 nor sync (host-wide writeback), nor make itself dumpable. Its kernel uid may be the host's root (bubblewrap maps the worker to the caller's
 uid), so the only host files it could own and change, the four device nodes it is given, are mounted read-

@@ -222,6 +222,12 @@ _SECCOMP_TABLES = {
         222, 98),  # mmap, futex
 }
 CLONE_THREAD = 0x00010000
+# The flags a thread library's clone uses (glibc, musl): the exit signal's byte, VM, FS, FILES, SIGHAND,
+# THREAD, SYSVSEM, SETTLS, PARENT_SETTID, CHILD_CLEARTID, DETACHED, CHILD_SETTID. Any other flag is refused:
+# CLONE_PIDFD (kernel 6.9 on, with CLONE_THREAD) would hand back a pidfd, whose inode number counts threads
+# host-wide, a channel between programs that an attacker review used to pass HumanEval/52 unsolved.
+CLONE_THREAD_FLAGS = 0xFF | 0x100 | 0x200 | 0x400 | 0x800 | 0x10000 | 0x40000 | 0x80000 | 0x100000 | 0x200000 \
+    | 0x400000 | 0x1000000
 
 
 def _seccomp_program(pid: int) -> bytes | None:
@@ -252,8 +258,8 @@ def _seccomp_program(pid: int) -> bytes | None:
     for nr, code in refused.items():
         ins += [(JEQ, 0, 1, nr), (RET, 0, 0, errno(code))]
     # Each block below ends in a return on every path: after loading an argument nothing falls through.
-    ins += [(JEQ, 0, 4, clone), (LD, 0, 0, argument(0)), (JSET, 1, 0, CLONE_THREAD), (RET, 0, 0, errno(1)),
-            (RET, 0, 0, ALLOW)]
+    ins += [(JEQ, 0, 5, clone), (LD, 0, 0, argument(0)), (JSET, 2, 0, 0xFFFFFFFF & ~CLONE_THREAD_FLAGS),
+            (JSET, 0, 1, CLONE_THREAD), (RET, 0, 0, ALLOW), (RET, 0, 0, errno(1))]
     for nr in own_pid:  # the first argument is a pid (or 0 / negative for a group): ours only
         ins += judged_by(nr, 0, (pid,), True, 1)
     for nr, rule in by_argument.items():

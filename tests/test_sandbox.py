@@ -896,6 +896,27 @@ def test_no_channel_through_host_wide_kernel_state(sandbox):
     assert result.stdout == str(["EPERM"] * 19 + [-1]) + "\n", result
 
 
+def test_a_thread_comes_with_no_pidfd(sandbox):
+    """clone(CLONE_THREAD | CLONE_PIDFD) (kernel 6.9 on) handed back a pidfd for the new thread without
+    pidfd_open: its inode number counts every thread on the host, and an attacker review passed HumanEval/52
+    in 7 of 16 samples through it. Only the flags a thread library uses are allowed; threads still start."""
+    source = """
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.clone.restype = ctypes.c_int
+    libc.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    exit_at_once = ctypes.cast(libc.syscall, ctypes.c_void_p)  # the thread runs syscall(60): exit
+    stack = ctypes.create_string_buffer(1 << 16)
+    top = ctypes.addressof(stack) + (1 << 16) - 256
+    flags = 0x100 | 0x200 | 0x400 | 0x800 | 0x10000 | 0x40000  # VM FS FILES SIGHAND THREAD SYSVSEM
+    pidfd = ctypes.c_int(-1)
+    refused = libc.clone(exit_at_once, top, flags | 0x1000, 60, ctypes.byref(pidfd))  # | CLONE_PIDFD
+    print(refused, ctypes.get_errno(), pidfd.value, libc.clone(exit_at_once, top, flags, 60, None) > 0)
+    """
+    result = run(sandbox, source)
+    assert result.stdout == "-1 1 -1 True\n", result
+
+
 def test_work_no_signal_can_interrupt_ends_with_the_worker(sandbox):
     """A set of integers that all hash alike is one long C call in the worker, where the wall-clock alarm
     cannot interrupt it: the worker's CPU limit (twice the job's, plus 2 s) ends the worker instead."""

@@ -159,6 +159,8 @@ class CodeVerifier(Verifier):
                     for c in cases):
                 # a case without its output would expect none, and pay every program that prints nothing
                 raise TypeError("stdio must be a list of {input, output} objects with string values")
+            if cases and not any(c["output"].strip() for c in cases):  # every silent program would pass them all
+                raise ValueError("stdio cases that all expect no output")
             jobs = [job("run", source=program, stdin=str(c.get("input", "")), **limits) for c in cases]
             return program, jobs, reference
         if "test" in reference and "entry_point" in reference:

@@ -275,7 +275,10 @@ def _alternatives_apart(answers: tuple[str, ...]) -> tuple[str, ...]:
         parts = []
         if len(extracted) <= _CALLER_CHARS:
             answer = normalise(extracted)
-            if not (answer.problem or answer.is_text or answer.choice):
+            flagged = answer.unit or answer.cents or answer.percent or answer.degrees or answer.approximately
+            if not (answer.problem or answer.is_text or answer.choice or flagged):
+                # a unit, cents, %, degrees or `\\approx` is set aside for the whole answer, so its parts would
+                # lose it (`18 \\text{ cents or } \\$18` is no two 18s): such an answer is judged whole
                 parts = split_top_level(answer.text, ALTERNATIVE_SEPARATORS)
         out.extend(parts if len(parts) > 1 and all(parts) else [extracted])
     return tuple(dict.fromkeys(out))

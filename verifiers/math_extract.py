@@ -104,6 +104,10 @@ _APPROXIMATION_AFTER = re.compile(r"(?:\\approx|≈|\\sim(?:eq)?(?![A-Za-z]))\s*
 _UNIT_OUTSIDE = re.compile(r"[\s$]*(dollars?|percent|\\?%|degrees?|euros?|pounds?|yen|rupees?|km|cm|mm|m|kg|g|mg"
                            r"|lbs?|oz|ml|mL|L|ft|feet|inch(?:es)?|yd|mi|miles?|meters?|metres?|minutes?|hours?|seconds?"
                            r"|days?|weeks?|months?|years?|mph)(?![A-Za-z])")
+# A hedging word right after the final answer, outside its box or span: "$5$ at most", "$\\boxed{5}$ approximately".
+_HEDGE_OUTSIDE = re.compile(r"[\s$]*(?:\\text\s*\{\s*)?(approximately|approx|about|roughly|around|nearly|almost|maybe"
+                            r"|perhaps|probably|possibly|presumably|at most|at least|at best|or so|or more|or less"
+                            r"|or fewer|give or take|tops|ish)(?![A-Za-z])", re.IGNORECASE)
 _UNIT_AFTER = re.compile(r"\s*(?:[A-Za-z]{2,}|option)(?:\s*/\s*[A-Za-z]+)?|\s*/\s*[A-Za-z]+")  # "eggs", "cm", "/hour"
 _RIGHT_AFTER = re.compile(rf"{_GAP}(?:({_JOINER}){_GAP})*", re.IGNORECASE)
 # What starts a value: a math span, a sign or digit, a math command, a bracket, a letter in an expression.
@@ -471,6 +475,9 @@ def final_answers(response: str) -> tuple[str, ...]:
         unit = _UNIT_OUTSIDE.match(line)
         if unit:  # "$\\boxed{5.4}$ dollars": the unit the answer is in, compared with the reference's
             live[-1] = f"{live[-1]} {unit.group(1)}"
+        hedge = _HEDGE_OUTSIDE.match(line)
+        if hedge:  # "$5$ at most": the word qualifies the answer as it would inside the box
+            live[-1] = f"{live[-1]} \\text{{ {hedge.group(1)}}}"
         live.extend(_answers_after(response, previous_end))
     return tuple(dict.fromkeys(live))
 

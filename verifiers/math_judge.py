@@ -52,6 +52,8 @@ def arithmetic_left_to_do(text: str) -> bool:
     text = text.strip()
     while len(text) > 1 and text[0] + text[-1] in ("()", "{}") and _closes_at_end(text):
         text = text[1:-1].strip()
+    if len(re.findall(r"[-−]", re.sub(r"(?:[eE]|\^\s*\{?)\s*[-−]", "", text))) > 1:
+        return True  # `-\\frac{-3}{4}`, `\\frac{-3}{-4}`: signs left to combine (an exponent's own sign aside)
     if _LITERAL.fullmatch(text) is None:
         one = _ONE_ELEMENT.fullmatch(text)  # anything else leaves work: an operation in any spelling, a
         # function (`\\binom{16}{5}` copies "compute C(16, 5)"), a power, a variable, `2|52|`, `48'+15`

@@ -278,7 +278,7 @@ def normalise(raw: str) -> Answer:
     if letters:
         s = _SCALE_WORD.sub(_scaled, s)
         s = _OPERATOR_WORD.sub(lambda m: f"{m.group(1)}{_OPERATORS[m.group(2).lower()]}", s)
-        if problem is None and re.search(r"\d", s):
+        if problem is None and re.search(r"[\d\\]", s):  # a number or math (`\\pi \\text{ maybe}`), not a word answer
             qualifier = next((w for w in _WORD.findall(s) if w.lower() in _QUALIFIERS), None)
             if qualifier:
                 problem = f"qualified by the word {qualifier.lower()!r}"

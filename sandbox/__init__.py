@@ -79,7 +79,10 @@ program then reads its own source from a memfd. Tests, expected values and earli
 exist in the program's address space, not even as freed memory: deleting variables could not have
 given that guarantee. What the program can learn of the tests is only what they pass to its functions.
 
-Not defended: kernel exploits (namespaces are not a VM), timing side channels, CPU contention with other
+Not defended: kernel exploits (namespaces are not a VM), timing side channels (a strong one: a page of a
+shared file that an earlier program read faults in about 2 us, an uncached one in 60-85 us, so bits can be
+stored in the page cache of the jail's files for a later program to time; closing it needs a jail whose
+files are all in memory), CPU contention with other
 jobs, memory the kernel charges to no limit we set (a cgroup per worker would bound it; we do not create
 one),
 and a program that finds the answers some other way than computing them (for example by reading tests

@@ -173,13 +173,15 @@ def _drop_capabilities() -> None:
 # counters that a program can advance and the next one, in any worker, read: the worker hands the program
 # every pipe it needs), resizing pipes (pipe pages are counted per user), reading or steering the page cache
 # of the shared read-only files (preadv2's RWF_NOWAIT tells whether a page is cached; madvise's
-# MADV_PAGEOUT and MADV_COLD evict one, which the program's kernel uid may do to files it owns), pidfds
+# MADV_PAGEOUT and MADV_COLD evict one, which the program's kernel uid may do to files it owns; getrusage's
+# count of major faults and block reads tells whether the pages it touched were cached), pidfds
 # (their inode numbers count every thread the host starts), sysinfo (host-wide counts of threads and shared
 # memory) and memfd_secret, and making itself dumpable again. Foreign ABIs (i386, x32), whose syscall
 # numbers differ, are refused outright.
 _REFUSED_BOTH = {424: 1, 425: 1, 426: 1, 427: 1, 428: 1, 429: 1, 430: 1, 431: 1, 432: 1, 433: 1, 434: 1, 435: 38,
-                 438: 1, 440: 1, 442: 1, 447: 1, 449: 1, 454: 1, 455: 1, 456: 1}  # pidfd_*, io_uring_*, new mount
-# API, clone3, memfd_secret, futex_waitv and the futex2 calls, ...
+                 438: 1, 440: 1, 442: 1, 447: 1, 449: 1, 454: 1, 455: 1, 456: 1, 457: 1, 458: 1, 467: 1}  # pidfd_*,
+# io_uring_*, new mount API, clone3, memfd_secret, futex_waitv and the futex2 calls, statmount, listmount,
+# open_tree_attr (mount ids count host-wide), ...
 # mmap's flags: MAP_SHARED (and MAP_SHARED_VALIDATE) mappings take inode numbers from a host-wide counter
 # (the one the worker's memfds come from), and so does MAP_HUGETLB (even when it fails): refused.
 MMAP_REFUSED_FLAGS = 0x01 | 0x40000
@@ -202,7 +204,7 @@ _SECCOMP_TABLES = {
          29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220,  # SysV shm, semaphores, message queues
          319, 240, 253, 294, 73,  # memfd_create, mq_open, inotify_init, inotify_init1, flock
          27, 221, 187, 451, 206,  # mincore, fadvise64, readahead, cachestat, io_setup
-         41, 53, 22, 293, 327, 328, 99,  # socket, socketpair, pipe, pipe2, preadv2, pwritev2, sysinfo
+         41, 53, 22, 293, 327, 328, 99, 98,  # socket, socketpair, pipe, pipe2, preadv2, pwritev2, sysinfo, getrusage
          162, 306, 277), 1)},  # sync, syncfs, sync_file_range: host-wide writeback
         56, (62, 234, 129, 297),  # kill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo
         {72: (1, FCNTL_REFUSED, False, 1), 28: (2, MADV_PAGE_CACHE, False, 1),
@@ -214,7 +216,7 @@ _SECCOMP_TABLES = {
          186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197,  # SysV message queues, semaphores, shm
          279, 180, 26, 32,  # memfd_create, mq_open, inotify_init1, flock
          232, 223, 213, 451, 0,  # mincore, fadvise64, readahead, cachestat, io_setup
-         198, 199, 59, 286, 287, 179,  # socket, socketpair, pipe2, preadv2, pwritev2, sysinfo
+         198, 199, 59, 286, 287, 179, 165,  # socket, socketpair, pipe2, preadv2, pwritev2, sysinfo, getrusage
          81, 267, 84), 1)},  # sync, syncfs, sync_file_range
         220, (129, 131, 138, 240),
         {25: (1, FCNTL_REFUSED, False, 1), 233: (2, MADV_PAGE_CACHE, False, 1),

@@ -524,6 +524,8 @@ HACKS: list[tuple[str, str, str]] = [
     ("words", "So the answer is $\\boxed{-\\frac{-3}{4}}$.", "3/4"),
     ("words", "So the answer is $\\boxed{\\frac{-3}{-4}}$.", "3/4"),
     ("words", "So the answer is $\\boxed{(-3)/(-4)}$.", "3/4"),
+    ("hedging", "The answer is $\\boxed{5}$. Wait, let me verify: 5 or 6.", "5"),
+    ("after the box", "The answer is $\\boxed{5}$. Wait, let me verify: 6 is also possible.", "5"),
 ]
 
 RIGHT: list[tuple[str, str, str]] = [
@@ -689,4 +691,11 @@ RIGHT: list[tuple[str, str, str]] = [
     ("signs", "\\boxed{\\frac{-3}{4}}", "-\\frac34"),
     ("after the box", "Tom has $\\boxed{5}$ more apples than Sam.", "5"),
     ("units", "\\boxed{1,000 \\text{ m}}", "1000"),
+    # ---- a seventeenth review: a check after the answer keeps it; vectors in angle brackets ----
+    ("self-correction", "The answer is $\\boxed{12}$. Wait, let me verify: 3 rows of 4 chairs each.", "12"),
+    ("self-correction", "So $\\boxed{7}$. Wait, let me verify: 7 is prime, and 2, 3, 5 do not divide it.", "7"),
+    ("self-correction", "He earns 9 * 2 = 18.\n#### 18\nActually, let me double-check: he sells 9 cakes at $2 each.", "18"),
+    ("self-correction", "The answer is $\\boxed{12}$. Let me recheck: 3 rows of 4 is 12.", "12"),
+    ("vectors", "\\boxed{\\langle 1, 2\\rangle}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),
+    ("vectors", "\\boxed{\\left\\langle 1, 2\\right\\rangle}", "(1, 2)"),
 ]

@@ -896,6 +896,26 @@ def test_no_channel_through_host_wide_kernel_state(sandbox):
     assert result.stdout == str(["EPERM"] * 19 + [-1]) + "\n", result
 
 
+def test_no_count_of_the_programs_page_faults(sandbox):
+    """getrusage's major faults (`ru_majflt`, after touching a mapped page) and block reads (`ru_inblock`,
+    after a read) said exactly whether a page of a shared read-only file was in the host's page cache, which
+    an earlier program's read puts there: an attacker review stored bits in it and passed HumanEval/52 with a
+    chain of samples. The call is refused; the new mount API's host-wide mount ids too."""
+    source = """
+    import ctypes, errno, resource
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        resource.getrusage(resource.RUSAGE_SELF)
+        print("allowed")
+    except OSError as exc:
+        print(errno.errorcode[exc.errno])
+    print([errno.errorcode[ctypes.get_errno()] if libc.syscall(number, 0, 0, 0, 0) == -1 else "allowed"
+           for number in (457, 458)])  # statmount, listmount
+    """
+    result = run(sandbox, source)
+    assert result.stdout == "EPERM\n['EPERM', 'EPERM']\n", result
+
+
 def test_a_thread_comes_with_no_pidfd(sandbox):
     """clone(CLONE_THREAD | CLONE_PIDFD) (kernel 6.9 on) handed back a pidfd for the new thread without
     pidfd_open: its inode number counts every thread on the host, and an attacker review passed HumanEval/52

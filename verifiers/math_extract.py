@@ -169,6 +169,10 @@ _WITHDRAWAL = re.compile(
 # What makes a withdrawal with no new answer after it a disowning ("\boxed{5}. Wait, that's wrong."), not a check
 _DISOWNING = re.compile(r"\b(?:wrong|incorrect|mistaken?|error|erred|not (?:right|correct|it)|isn't (?:right|correct|it)"
                         r"|doesn't work|scratch that|no,)", re.IGNORECASE)
+# A check of the answer, not a withdrawal of it: "Wait, let me verify: 3 rows of 4." keeps the answer.
+_CHECK = re.compile(r"[\s,:;.!-]*(?:(?:let me|let's|let us|I'll|I will|I should|to)\s+)?(?:quickly\s+)?"
+                    r"(?:verify|check|double[- ]check|re-?check|confirm|sanity[- ]check|make sure)\b", re.IGNORECASE)
+_OFFERING_IN_CHECK = re.compile(r"\b(?:or|maybe|perhaps|possibly|alternatively|could be|might be)\b", re.IGNORECASE)
 _AFTER_FINAL = 300  # characters after the final answer searched for an alternative or a retraction
 _CORRECTED_TO = re.compile(r"\b(?:it's|it is|it was|but|rather|instead)\b[\s:,]*(?:it's|it is)?[\s:]*", re.IGNORECASE)
 # An unmarked ending that lists numbers: "12, 15 or 18", "maybe 6, maybe 7".
@@ -461,6 +465,10 @@ def final_answers(response: str) -> tuple[str, ...]:
     after = response[previous_end : previous_end + _AFTER_FINAL]
     if live and after.strip(" \t\n.$)}]*"):
         withdrawal = _WITHDRAWAL.search(after)
+        if withdrawal and (_CHECK.match(after, withdrawal.end()) or "check" in withdrawal.group(0).lower()):
+            checked = after[withdrawal.end():]
+            if not (_DISOWNING.search(checked) or _CORRECTED_TO.search(checked) or _OFFERING_IN_CHECK.search(checked)):
+                withdrawal = None  # "\boxed{12}. Wait, let me verify: 3 rows of 4.": a check keeps the answer
         if withdrawal:  # "\boxed{5}. Wait, no: it's 6": withdrawn; what follows is the (unmarked) answer
             rest = response[previous_end + withdrawal.end() : previous_end + withdrawal.end() + _TAIL]
             if re.search(r"\d", rest):

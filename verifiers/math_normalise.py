@@ -247,6 +247,7 @@ def normalise(raw: str) -> Answer:
     s = _FRAC_VARIANTS.sub(r"\\frac", s)
     s = _EMPTY_SET.sub(r"\\{\\}", s)
     s = _LAYOUT.sub("", s)
+    s = s.replace("\\langle", "(").replace("\\rangle", ")")  # a vector `\\langle 1, 2 \\rangle` is the tuple (1, 2)
     s = _THOUSANDS_BRACED.sub("", s)
     s = _THOUSANDS_SPACED.sub("", s)
     s = _SPACES.sub(lambda m: m.group(1) or " ", s)

@@ -525,6 +525,7 @@ HACKS: list[tuple[str, str, str]] = [
     ("words", "So the answer is $\\boxed{\\frac{-3}{-4}}$.", "3/4"),
     ("words", "So the answer is $\\boxed{(-3)/(-4)}$.", "3/4"),
     ("hedging", "The answer is $\\boxed{5}$. Wait, let me verify: 5 or 6.", "5"),
+    ("not simplified", "\\boxed{x = \\ln 6 - \\ln 2}", "x = \\ln 3"),
     ("after the box", "The answer is $\\boxed{5}$. Wait, let me verify: 6 is also possible.", "5"),
 ]
 
@@ -698,4 +699,7 @@ RIGHT: list[tuple[str, str, str]] = [
     ("self-correction", "The answer is $\\boxed{12}$. Let me recheck: 3 rows of 4 is 12.", "12"),
     ("vectors", "\\boxed{\\langle 1, 2\\rangle}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),
     ("vectors", "\\boxed{\\left\\langle 1, 2\\right\\rangle}", "(1, 2)"),
+    # ---- a re-read of the change: a named reference's functions and logarithms; `\\ln(3)` is no name ----
+    ("logarithms", "\\boxed{x=\\frac{\\ln 3}{\\ln 2}}", "x = \\log_2 3"),
+    ("logarithms", "\\boxed{x = \\ln(3)}", "x = \\ln 3"),
 ]

@@ -37,7 +37,7 @@ import re
 
 import sympy
 
-from verifiers.math_parse import _parse_plain, evaluate, latex_to_plain
+from verifiers.math_parse import _parse_plain, evaluate, latex_to_plain, leaves
 
 _DECIMAL = re.compile(r"\d*\.\d")
 _CONSTANTS = (sympy.pi, sympy.E)
@@ -81,19 +81,14 @@ def form_problem(text: str, reference_text: str, reference_value=None) -> str | 
 
 
 def _functions_of(value) -> set:
-    """The function classes in a parsed reference (a structure's elements included)."""
-    if isinstance(value, sympy.Basic):
-        return {type(f) for f in value.atoms(sympy.Function)}
-    parts = getattr(value, "elements", None) or getattr(value, "parts", None) or ()
-    return set().union(*(_functions_of(p) for p in parts)) if parts else set()
+    """The function classes in a parsed reference, whatever its structure."""
+    return {type(f) for leaf in leaves(value) if isinstance(leaf, sympy.Basic) for f in leaf.atoms(sympy.Function)}
 
 
 def _logarithms(value) -> int:
-    """How many logarithms a tree (or a parsed reference, a structure's elements included) writes."""
-    if isinstance(value, sympy.Basic):
-        return sum(isinstance(node, sympy.log) for node in sympy.preorder_traversal(value))
-    parts = getattr(value, "elements", None) or getattr(value, "parts", None) or ()
-    return sum(map(_logarithms, parts))
+    """How many logarithms a tree or a parsed reference writes, whatever its structure."""
+    return sum(isinstance(node, sympy.log) for leaf in leaves(value) if isinstance(leaf, sympy.Basic)
+               for node in sympy.preorder_traversal(leaf))
 
 
 def _problem(node: sympy.Basic) -> str | None:

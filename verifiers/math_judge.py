@@ -134,7 +134,9 @@ def _reference_number(text: str) -> str:
 _GREEK = r"\\(?:alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|lambda|mu|nu|xi|rho|sigma|tau|phi|varphi|chi|psi|omega)"
 _VARIABLE = re.compile(rf"(?:[A-Za-z]|{_GREEK})(?:_\{{?\w+\}}?)?")  # x, x_1, \theta: an inequality's variable
 # x, x_1, S_{10}, P(A), f(-1), \theta, AB, m\angle A, Area: a name, never a number or an expression
-_NAME = re.compile(r"(?:\\[A-Za-z]+|[A-Za-z])(?:\s*(?:\\[A-Za-z]+|[A-Za-z]))*(?:_\{?[\w-]+\}?)?(?:\([^=()]*\))?")
+# A name: letters or commands such as `\\theta`, never a function or constant that makes it a value (`\\ln(3)`).
+_NAME_COMMAND = r"\\(?!(?:ln|log|lg|exp|sqrt|sinh?|cosh?|tanh?|cot|sec|csc|arc(?:sin|cos|tan)|frac|dfrac|tfrac|binom|pi)(?![A-Za-z]))[A-Za-z]+"
+_NAME = re.compile(rf"(?:{_NAME_COMMAND}|[A-Za-z])(?:\s*(?:{_NAME_COMMAND}|[A-Za-z]))*(?:_\{{?[\w-]+\}}?)?(?:\([^=()]*\))?")
 
 
 def _name_and_value(text: str) -> tuple[str, str] | None:
@@ -434,29 +436,10 @@ def _numbers_only(value) -> bool:
     """Whether a reference's value is numbers only: a number, or a structure of them."""
     import sympy
 
-    leaves = list(_leaves(value))
-    return bool(leaves) and all(isinstance(x, sympy.Expr) and not x.free_symbols for x in leaves)
+    from verifiers.math_parse import leaves
 
-
-def _leaves(value):
-    """The expressions of a parsed value, whatever its structure."""
-    for field in ("elements", "parts", "rows"):
-        if hasattr(value, field):
-            for item in getattr(value, field):
-                yield from _leaves(item)
-            return
-    if hasattr(value, "lo"):  # an interval
-        yield from _leaves(value.lo)
-        yield from _leaves(value.hi)
-    elif hasattr(value, "op"):  # a relation: `x = 5 \sqrt{2}` names a number, `x` is no leaf
-        for side in (value.lhs, value.rhs):
-            if not getattr(side, "is_Symbol", False):
-                yield from _leaves(side)
-    elif isinstance(value, tuple):
-        for item in value:
-            yield from _leaves(item)
-    else:
-        yield value
+    expressions = list(leaves(value))
+    return bool(expressions) and all(isinstance(x, sympy.Expr) and not x.free_symbols for x in expressions)
 
 
 def _parsed(text: str):

@@ -524,3 +524,24 @@ def evaluate(expr):
         except (TypeError, ValueError):
             return expr
     return expr
+
+
+def leaves(value):
+    """The expressions of a parsed value, whatever its structure."""
+    for field in ("elements", "parts", "rows"):
+        if hasattr(value, field):
+            for item in getattr(value, field):
+                yield from leaves(item)
+            return
+    if hasattr(value, "lo"):  # an interval
+        yield from leaves(value.lo)
+        yield from leaves(value.hi)
+    elif hasattr(value, "op"):  # a relation: `x = 5 \sqrt{2}` names a number, `x` is no leaf
+        for side in (value.lhs, value.rhs):
+            if not getattr(side, "is_Symbol", False):
+                yield from leaves(side)
+    elif isinstance(value, tuple):
+        for item in value:
+            yield from leaves(item)
+    else:
+        yield value

@@ -67,12 +67,12 @@ def forward_every_row(model, batch, dtype=None, hidden=False):
     return rollout_module.ResponseOutputs(out.logits[rows, columns], states, rows, columns, (len(out.logits), keep - 1))
 
 
+llama_unpadded = unpadded.supports
+
+
 def padded_forward(on: bool):
     """Make the training forwards run the model's own padded forward (`on` False) or the unpadded one."""
     unpadded.supports = llama_unpadded if on else (lambda model: False)
-
-
-llama_unpadded = unpadded.supports
 
 
 def alternate(variants: dict, repeats: int) -> dict[str, float]:

@@ -116,21 +116,22 @@ def response_forward(model, batch: dict, dtype: torch.dtype | None = None, hidde
     ids, attention, positions = batch["input_ids"], batch["attention_mask"], batch["position_ids"]
     prompts, row_prompt = torch.unique(ids[:, :width], dim=0, return_inverse=True)  # [U, W], [B]
     first = row_prompt.new_zeros(len(prompts)).scatter_(0, row_prompt, torch.arange(len(ids), device=ids.device))  # a row of each
+    prompt_mask, prompt_positions = attention[first, :width], positions[first, :width]  # [U, W] each
     rows, columns = attention[:, width:].nonzero(as_tuple=True)  # the real response tokens, row by row
     shape = (len(ids), ids.shape[1] - width)
     with mixed_precision(model, dtype):
         if unpadded.supports(model):
-            head, _, prefix = unpadded.forward(model, prompts, attention[first, :width], positions[first, :width])
+            head, _, prefix = unpadded.forward(model, prompts, prompt_mask, prompt_positions)
             tail, _, _ = unpadded.forward(model, ids[:, width:], attention[:, width:], positions[:, width:], prefix,
                                           row_prompt)  # [N, H]: the real response tokens, row by row
-            last = head.index_select(0, attention[first, :width].sum(-1).cumsum(0) - 1)  # [U, H]: each prompt's last token
+            last = head.index_select(0, prompt_mask.sum(-1).cumsum(0) - 1)  # [U, H]: each prompt's last token
             # Token (b, j) is predicted by the prompt's last position for j = 0, else by token (b, j - 1), the
             # row-major predecessor of (b, j) among the real tokens.
             source = torch.where(columns == 0, len(tail) + row_prompt[rows], torch.arange(-1, len(tail) - 1, device=ids.device))
             states = torch.cat([tail, last]).index_select(0, source)  # [N, H]
             return ResponseOutputs(model.lm_head(states), states if hidden else None, rows, columns, shape)
         cache_arg, cache = cache_kwarg(model), DynamicCache()
-        head = model(input_ids=prompts, attention_mask=attention[first, :width], position_ids=positions[first, :width],
+        head = model(input_ids=prompts, attention_mask=prompt_mask, position_ids=prompt_positions,
                      use_cache=True, logits_to_keep=1, output_hidden_states=hidden, **{cache_arg: cache})
         if hasattr(cache, "layers"):  # each row's prompt (transformers' cache of layers, 4.56 and later)
             for layer in cache.layers:
